@@ -1,0 +1,225 @@
+r"""Multi-hop feature propagation with bounded memory: ``[X, MX, M^2X, ..., M^kX]``.
+
+This is the precompute step of every scalable (SGAP) model. Memory is bounded in three ways:
+
+* **No redundant copies.** Hop 0 is the caller's ``x`` itself; each hop is written once.
+* **Column chunks.** Every graph operator acts on feature columns independently, so the
+  features are processed ``chunk_size`` columns at a time; temporaries are
+  ``O(num_nodes * chunk_size)`` instead of ``O(num_nodes * d)``.
+* **On-disk hops.** With ``out_dir`` the hops go to ``hop_<i>.npy`` files and come back
+  memory-mapped, so resident memory stays near ``x`` + graph + one chunk whatever ``k`` is.
+
+An optional cache (``cache_dir``) stores the hops under a key made of the graph's
+content hash, the features' hash, the operator's configuration and ``k``; a second call
+with the same inputs reads them back instead of recomputing.
+
+Example:
+    >>> import torch
+    >>> from sgl.data import Graph
+    >>> from sgl.ops import propagate_hops
+    >>> g = Graph.from_edge_index(torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]))
+    >>> hops = propagate_hops(g, torch.eye(3), k=2)
+    >>> [tuple(h.shape) for h in hops]
+    [(3, 3), (3, 3), (3, 3)]
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+import os
+from pathlib import Path
+from typing import Any, List, Optional, Union
+
+import numpy as np
+import torch
+
+from sgl.data.validation import check_features
+from sgl.errors import CacheError, ConfigError, GraphError
+from sgl.fileio import atomic_dir, atomic_write
+from sgl.ops.graph_ops import GraphOperator, get_operator
+
+__all__ = ["propagate_hops", "propagation_cache_key", "DEFAULT_CHUNK_BYTES"]
+
+#: Default budget for the per-chunk temporaries when hops are written to disk.
+DEFAULT_CHUNK_BYTES = 256 * 2**20
+_MANIFEST = "manifest.json"
+
+
+def _progress(total: int, enabled: bool, desc: str):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="step", leave=False)
+
+
+def _tensor_digest(t: torch.Tensor) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(f"{tuple(t.shape)}{t.dtype}".encode())
+    digest.update(t.contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def propagation_cache_key(graph: Any, x: torch.Tensor, k: int, op: GraphOperator) -> str:
+    """Hex key of (graph content, feature content, operator configuration, k)."""
+    parts = [graph.content_hash(), _tensor_digest(x), op.cache_key(), str(int(k))]
+    return hashlib.blake2b("|".join(parts).encode(), digest_size=20).hexdigest()
+
+
+def _auto_chunk(num_nodes: int, dim: int, op: GraphOperator, budget: int, itemsize: int) -> int:
+    per_column = num_nodes * itemsize * (1 + op.workspace_factor())
+    return int(max(1, min(dim, budget // max(per_column, 1))))
+
+
+def _release(array: np.memmap) -> None:
+    """Flush a memmap's dirty pages and drop them from this process's resident set."""
+    array.flush()
+    raw = getattr(array, "_mmap", None)
+    if raw is not None and hasattr(raw, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        raw.madvise(mmap.MADV_DONTNEED)
+
+
+def _open_hops(folder: Path, k: int) -> List[torch.Tensor]:
+    hops = []
+    for i in range(1, k + 1):
+        path = folder / f"hop_{i}.npy"
+        try:
+            # mode "c" (copy-on-write): writable tensors for torch, file left untouched.
+            array = np.load(path, mmap_mode="c")
+        except (OSError, ValueError, EOFError) as exc:
+            raise CacheError(f"hop file {path} is unreadable ({exc}); delete {folder} and recompute") from exc
+        hops.append(torch.from_numpy(array))
+    return hops
+
+
+def _compute_in_memory(adj, x, k, op, chunk_size, bar) -> List[torch.Tensor]:
+    n, d = x.shape
+    if chunk_size >= d:
+        hops = [x]
+        for _ in range(k):
+            hops.append(op.apply(adj, hops[-1]))
+            if bar is not None:
+                bar.update(1)
+        return hops
+    outs = [torch.empty(n, d, dtype=x.dtype) for _ in range(k)]
+    for start in range(0, d, chunk_size):
+        block = x[:, start:start + chunk_size].contiguous()
+        for out in outs:
+            block = op.apply(adj, block)
+            out[:, start:start + chunk_size] = block
+            if bar is not None:
+                bar.update(1)
+    return [x] + outs
+
+
+def _compute_to_disk(adj, x, k, op, chunk_size, folder: Path, bar) -> None:
+    n, d = x.shape
+    dtype = x.numpy().dtype if x.dtype != torch.bfloat16 else np.float32
+    for start in range(0, d, chunk_size):
+        block = x[:, start:start + chunk_size].contiguous()
+        for i in range(1, k + 1):
+            block = op.apply(adj, block)
+            path = folder / f"hop_{i}.npy"
+            if start == 0:
+                array = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(n, d))
+            else:
+                array = np.load(path, mmap_mode="r+")
+            array[:, start:start + chunk_size] = block.numpy()
+            _release(array)
+            del array
+            if bar is not None:
+                bar.update(1)
+    for i in range(1, k + 1):
+        with open(folder / f"hop_{i}.npy", "rb+") as handle:
+            os.fsync(handle.fileno())
+
+
+def propagate_hops(
+    graph: Any,
+    x: Optional[Any] = None,
+    k: int = 3,
+    op: Union[str, GraphOperator] = "adj",
+    *,
+    chunk_size: Optional[int] = None,
+    out_dir: Optional[Union[str, os.PathLike]] = None,
+    cache_dir: Optional[Union[str, os.PathLike]] = None,
+    max_chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    progress: bool = False,
+) -> List[torch.Tensor]:
+    r"""Return ``[X, MX, ..., M^k X]`` for the graph operator ``op`` (default :math:`\hat A_{0.5}`).
+
+    Args:
+        graph (Graph): the graph.
+        x (Tensor, optional): ``[num_nodes, d]`` features; defaults to ``graph.x``.
+        k (int): number of hops (``k=0`` returns ``[x]``).
+        op (str or GraphOperator): operator or its name (see :func:`sgl.ops.get_operator`).
+        chunk_size (int, optional): feature columns per chunk. In memory the default is all
+            columns (each hop is written straight into its output, no temporaries); on disk
+            it is chosen so the chunk temporaries fit ``max_chunk_bytes``.
+        out_dir (path, optional): write hops 1..k to ``out_dir/hop_<i>.npy`` and return them
+            memory-mapped (copy-on-write: in-place edits never reach the files).
+        cache_dir (path, optional): reuse hops stored under
+            ``cache_dir/<propagation_cache_key>/``; computes and stores them on a miss.
+            Cached hops are returned memory-mapped.
+        max_chunk_bytes (int): temporaries budget used to pick ``chunk_size`` on disk.
+        progress (bool): show a tqdm progress bar.
+
+    Returns:
+        list of ``k + 1`` tensors; element 0 is ``x`` itself (not a copy).
+    """
+    if x is None:
+        x = graph.x
+        if x is None:
+            raise GraphError("the graph has no features; pass x=... to propagate_hops")
+    x = check_features(x, graph.num_nodes)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+        raise ConfigError(f"k must be a non-negative integer number of hops, got {k!r}")
+    k = int(k)
+    if chunk_size is not None and (not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1):
+        raise ConfigError(f"chunk_size must be a positive integer number of columns, got {chunk_size!r}")
+    op = get_operator(op)
+    if k == 0:
+        return [x]
+
+    if cache_dir is not None:
+        entry = Path(cache_dir) / propagation_cache_key(graph, x, k, op)
+        if (entry / _MANIFEST).exists():
+            return [x] + _open_hops(entry, k)
+        with atomic_dir(entry) as tmp:
+            _propagate_to_folder(graph, x, k, op, chunk_size, tmp, max_chunk_bytes, progress)
+        return [x] + _open_hops(entry, k)
+
+    if out_dir is not None:
+        folder = Path(out_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        _propagate_to_folder(graph, x, k, op, chunk_size, folder, max_chunk_bytes, progress)
+        return [x] + _open_hops(folder, k)
+
+    n, d = x.shape
+    chunk = d if chunk_size is None else min(int(chunk_size), d)
+    adj = op.adjacency(graph, x.dtype)
+    steps = k * -(-d // chunk)
+    bar = _progress(steps, progress, "propagate")
+    try:
+        return _compute_in_memory(adj, x, k, op, chunk, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _propagate_to_folder(graph, x, k, op, chunk_size, folder: Path, budget: int, progress: bool) -> None:
+    n, d = x.shape
+    chunk = chunk_size or _auto_chunk(n, d, op, budget, x.element_size())
+    chunk = min(int(chunk), d)
+    adj = op.adjacency(graph, x.dtype)
+    bar = _progress(k * -(-d // chunk), progress, "propagate")
+    try:
+        _compute_to_disk(adj, x, k, op, chunk, folder, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    manifest = {"k": k, "shape": [n, d], "dtype": str(x.dtype), "operator": op.config(),
+                "num_nodes": n, "num_edges": graph.num_edges}
+    with atomic_write(folder / _MANIFEST, "w") as handle:
+        json.dump(manifest, handle, indent=2)
