@@ -44,6 +44,7 @@ __all__ = [
     "PersonalizedPageRank",
     "HeatKernel",
     "normalized_adjacency",
+    "spmm",
     "get_operator",
     "OPERATORS",
 ]
@@ -54,6 +55,17 @@ def _csr(indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, n: i
         # "CSR support is in beta" / "invariant checks disabled": we built the arrays ourselves.
         warnings.simplefilter("ignore", UserWarning)
         return torch.sparse_csr_tensor(indptr, indices, values, (n, n))
+
+
+def spmm(adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Sparse CSR x dense product.
+
+    ``reduce="sum"`` selects ATen's row-parallel CSR kernel (written for GNN workloads),
+    which writes straight into its output; plain ``torch.mm`` on CSR goes through a path
+    that allocates a second output-sized buffer (measured: +512 MB peak on a 1M x 128
+    product) and is no faster.
+    """
+    return torch.sparse.mm(adj, x.contiguous(), reduce="sum")
 
 
 def _with_self_loops(indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, n: int):
@@ -88,14 +100,20 @@ def normalized_adjacency(graph: Any, r: float = 0.5, self_loops: bool = True,
     if self_loops:
         indptr, indices, values = _with_self_loops(indptr, indices, values, n)
     counts = indptr[1:] - indptr[:-1]
-    row = torch.repeat_interleave(torch.arange(n), counts)
-    deg = torch.zeros(n, dtype=torch.float64).index_add_(0, row, values.to(torch.float64))
+    if graph.edge_weight is None:
+        deg = counts.to(dtype)  # unweighted: the degree is the row length (+1 for the loop)
+    else:
+        deg = torch.segment_reduce(values, "sum", lengths=counts, unsafe=True)
     nonzero = deg > 0
-    left = torch.zeros(n, dtype=torch.float64)
-    right = torch.zeros(n, dtype=torch.float64)
+    left = torch.zeros(n, dtype=dtype)
+    right = torch.zeros(n, dtype=dtype)
     left[nonzero] = deg[nonzero].pow(float(r) - 1.0)
     right[nonzero] = deg[nonzero].pow(-float(r))
-    norm_values = values * left.to(dtype)[row] * right.to(dtype)[indices]
+    # per-edge value w * d_dst^(r-1) * d_src^(-r); the row factor expands without a row-id array
+    norm_values = right[indices]
+    norm_values.mul_(torch.repeat_interleave(left, counts, output_size=indices.numel()))
+    if graph.edge_weight is not None or self_loops:
+        norm_values.mul_(values)
     return _csr(indptr, indices, norm_values, n)
 
 
@@ -149,7 +167,7 @@ class NormalizedAdjacency(GraphOperator):
     name = "adj"
 
     def apply(self, adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return torch.mm(adj, x)
+        return spmm(adj, x)
 
 
 @dataclass(frozen=True)
@@ -189,7 +207,7 @@ class PersonalizedPageRank(GraphOperator):
         z = x.clone()
         teleport = x * alpha
         for _ in range(self.max_iters):
-            new = torch.mm(adj, z).mul_(1.0 - alpha).add_(teleport)
+            new = spmm(adj, z).mul_(1.0 - alpha).add_(teleport)
             delta = float((new - z).abs().max()) if new.numel() else 0.0
             z = new
             if delta <= self.tol * max(scale, 1e-30):
@@ -239,7 +257,7 @@ class HeatKernel(GraphOperator):
         term = x
         out = x * coef
         for k in range(1, self.num_terms() + 1):
-            term = torch.mm(adj, term)
+            term = spmm(adj, term)
             coef *= t / k
             out.add_(term, alpha=coef)
         return out
