@@ -7,6 +7,8 @@ from sgl.ops.graph_ops import (
     PersonalizedPageRank,
     get_operator,
     normalized_adjacency,
+    row_normalize,
+    spmm,
 )
 from sgl.ops.propagate import DEFAULT_CHUNK_BYTES, propagate_hops, propagation_cache_key
 
@@ -18,6 +20,8 @@ __all__ = [
     "OPERATORS",
     "get_operator",
     "normalized_adjacency",
+    "row_normalize",
+    "spmm",
     "propagate_hops",
     "propagation_cache_key",
     "DEFAULT_CHUNK_BYTES",

@@ -45,6 +45,7 @@ __all__ = [
     "HeatKernel",
     "normalized_adjacency",
     "spmm",
+    "row_normalize",
     "get_operator",
     "OPERATORS",
 ]
@@ -55,6 +56,12 @@ def _csr(indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, n: i
         # "CSR support is in beta" / "invariant checks disabled": we built the arrays ourselves.
         warnings.simplefilter("ignore", UserWarning)
         return torch.sparse_csr_tensor(indptr, indices, values, (n, n))
+
+
+def row_normalize(x: torch.Tensor) -> torch.Tensor:
+    """Divide every row by its sum (rows summing to 0 are left at 0), as GCN/SGC preprocess."""
+    total = x.sum(dim=1, keepdim=True)
+    return x / torch.where(total == 0, torch.ones_like(total), total)
 
 
 def spmm(adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -95,8 +102,9 @@ def normalized_adjacency(graph: Any, r: float = 0.5, self_loops: bool = True,
     if not 0.0 <= float(r) <= 1.0:
         raise ConfigError(f"r must be in [0, 1] (0.5 = symmetric, 0 = row mean, 1 = random walk), got {r}")
     n = graph.num_nodes
-    values = graph.edge_weight_or_ones().to(dtype)
     indptr, indices = graph.indptr, graph.indices
+    # unweighted graphs without added loops never materialise an all-ones value array
+    values = None if graph.edge_weight is None and not self_loops else graph.edge_weight_or_ones().to(dtype)
     if self_loops:
         indptr, indices, values = _with_self_loops(indptr, indices, values, n)
     counts = indptr[1:] - indptr[:-1]
@@ -112,7 +120,7 @@ def normalized_adjacency(graph: Any, r: float = 0.5, self_loops: bool = True,
     # per-edge value w * d_dst^(r-1) * d_src^(-r); the row factor expands without a row-id array
     norm_values = right[indices]
     norm_values.mul_(torch.repeat_interleave(left, counts, output_size=indices.numel()))
-    if graph.edge_weight is not None or self_loops:
+    if values is not None:
         norm_values.mul_(values)
     return _csr(indptr, indices, norm_values, n)
 

@@ -8,6 +8,9 @@ This is the precompute step of every scalable (SGAP) model. Memory is bounded in
   ``O(num_nodes * chunk_size)`` instead of ``O(num_nodes * d)``.
 * **On-disk hops.** With ``out_dir`` the hops go to ``hop_<i>.npy`` files and come back
   memory-mapped, so resident memory stays near ``x`` + graph + one chunk whatever ``k`` is.
+  The files are column-major (``fortran_order``) so each column chunk is written
+  sequentially; the returned tensors are ``[num_nodes, d]`` views with strides ``(1, n)``
+  (call ``.contiguous()`` for a row-major copy in memory).
 
 An optional cache (``cache_dir``) stores the hops under a key made of the graph's
 content hash, the features' hash, the operator's configuration and ``k``; a second call
@@ -26,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import mmap
 import os
 from pathlib import Path
 from typing import Any, List, Optional, Union
@@ -68,16 +70,9 @@ def propagation_cache_key(graph: Any, x: torch.Tensor, k: int, op: GraphOperator
 
 
 def _auto_chunk(num_nodes: int, dim: int, op: GraphOperator, budget: int, itemsize: int) -> int:
-    per_column = num_nodes * itemsize * (1 + op.workspace_factor())
+    # input block + the operator's temporaries + the transposed copy that is written out
+    per_column = num_nodes * itemsize * (2 + op.workspace_factor())
     return int(max(1, min(dim, budget // max(per_column, 1))))
-
-
-def _release(array: np.memmap) -> None:
-    """Flush a memmap's dirty pages and drop them from this process's resident set."""
-    array.flush()
-    raw = getattr(array, "_mmap", None)
-    if raw is not None and hasattr(raw, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
-        raw.madvise(mmap.MADV_DONTNEED)
 
 
 def _open_hops(folder: Path, k: int) -> List[torch.Tensor]:
@@ -114,25 +109,33 @@ def _compute_in_memory(adj, x, k, op, chunk_size, bar) -> List[torch.Tensor]:
 
 
 def _compute_to_disk(adj, x, k, op, chunk_size, folder: Path, bar) -> None:
+    """Write hops as column-major (Fortran-order) ``.npy`` files, one column chunk at a time.
+
+    A column chunk of a Fortran-order array is one contiguous byte range, so every chunk
+    is a single sequential ``write`` through the page cache: nothing is memory-mapped
+    while writing, so the hops never count towards this process's resident memory.
+    """
     n, d = x.shape
-    dtype = x.numpy().dtype if x.dtype != torch.bfloat16 else np.float32
-    for start in range(0, d, chunk_size):
-        block = x[:, start:start + chunk_size].contiguous()
+    dtype = np.dtype(str(x.dtype).replace("torch.", ""))
+    handles, offsets = [], []
+    try:
         for i in range(1, k + 1):
-            block = op.apply(adj, block)
-            path = folder / f"hop_{i}.npy"
-            if start == 0:
-                array = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(n, d))
-            else:
-                array = np.load(path, mmap_mode="r+")
-            array[:, start:start + chunk_size] = block.numpy()
-            _release(array)
-            del array
-            if bar is not None:
-                bar.update(1)
-    for i in range(1, k + 1):
-        with open(folder / f"hop_{i}.npy", "rb+") as handle:
-            os.fsync(handle.fileno())
+            handle = open(folder / f"hop_{i}.npy", "wb")
+            np.lib.format.write_array_header_1_0(
+                handle, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": True, "shape": (n, d)})
+            handles.append(handle)
+            offsets.append(handle.tell())
+        for start in range(0, d, chunk_size):
+            block = x[:, start:start + chunk_size].contiguous()
+            for handle, offset in zip(handles, offsets):
+                block = op.apply(adj, block)
+                handle.seek(offset + start * n * dtype.itemsize)
+                handle.write(memoryview(block.t().contiguous().numpy()).cast("B"))
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        for handle in handles:
+            handle.close()
 
 
 def propagate_hops(
