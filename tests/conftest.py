@@ -1,4 +1,7 @@
+"""Fixtures shared by the whole suite: seeding, real data via SGL_TEST_DATA, no network."""
 import os
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -8,6 +11,43 @@ import torch
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch, tmp_path):
+    """Tests never touch the network or ~/.sgl: only file:// URLs open, SGL_DATA is a temp dir."""
+    real_urlopen = urllib.request.urlopen
+
+    def urlopen(url, *args, **kwargs):
+        target = url if isinstance(url, str) else url.full_url
+        if not target.startswith("file:"):
+            raise urllib.error.URLError("network access is disabled in the test suite")
+        return real_urlopen(url, *args, **kwargs)
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    monkeypatch.setenv("SGL_DATA", str(tmp_path / "sgl_data"))
+
+
+@pytest.fixture
+def test_data() -> Path:
+    """Folder of real dataset files (``SGL_TEST_DATA``, e.g. ../shared/datasets); skips when absent."""
+    root = os.environ.get("SGL_TEST_DATA")
+    if not root or not Path(root).is_dir():
+        pytest.skip("SGL_TEST_DATA is not set to the shared datasets folder")
+    return Path(root)
+
+
+@pytest.fixture
+def data_path(test_data):
+    """``data_path("planetoid")`` -> the real folder/file, or a clean skip when it is missing."""
+
+    def get(*parts: str) -> Path:
+        path = test_data.joinpath(*parts)
+        if not path.exists():
+            pytest.skip(f"{path} is not available")
+        return path
+
+    return get
 
 
 @pytest.fixture
@@ -20,12 +60,3 @@ def small_graph():
     x = torch.randn(6, 5)
     y = torch.tensor([0, 0, 1, 1, 2, 2])
     return Graph.from_edge_index(edge_index, num_nodes=6, x=x, y=y)
-
-
-@pytest.fixture
-def test_data() -> Path:
-    """Folder of real dataset files (``SGL_TEST_DATA``); skips when absent."""
-    root = os.environ.get("SGL_TEST_DATA")
-    if not root or not Path(root).is_dir():
-        pytest.skip("SGL_TEST_DATA is not set to the shared datasets folder")
-    return Path(root)

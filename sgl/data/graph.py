@@ -285,7 +285,7 @@ class Graph:
         """True when every edge ``u -> v`` has a reverse ``v -> u`` with the same total weight."""
         a = self.to_scipy("csr")
         diff = a - a.T
-        return diff.count_nonzero() == 0
+        return bool(diff.count_nonzero() == 0)
 
     # ------------------------------------------------------------------ structural operations
     def _node_data(self) -> Dict[str, Any]:
