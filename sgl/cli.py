@@ -137,10 +137,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         train_cfg = TrainConfig(**{**config["train"], "progress": not args.no_progress})
     except TypeError as exc:
         raise ConfigError(f"bad training option: {exc}") from exc
-    graph = sgl.datasets.load(config["dataset"], root=config["root"], **config["dataset_options"])
-    if not hasattr(graph, "indptr"):
+    tasks = {name.lower(): task for name, _, task in sgl.datasets.list_datasets()}
+    task = tasks.get(str(config["dataset"]).lower().replace("_", "-"), "node")
+    if task != "node" or str(config["dataset"]).lower().startswith("tu:"):
         raise ConfigError(f"dataset {config['dataset']!r} is a graph-classification dataset; "
                           f"`sgl train` runs node classification")
+    graph = sgl.datasets.load(config["dataset"], root=config["root"], **config["dataset_options"])
     print(f"dataset: {config['dataset']} ({graph.num_nodes:,} nodes, {graph.num_edges:,} edges, "
           f"{graph.num_features} features, {graph.num_classes} classes, split {'/'.join(map(str, graph.split_sizes()))})")
 

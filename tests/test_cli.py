@@ -1,0 +1,69 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from sgl.cli import main
+
+
+def test_train_prints_metric_lines_and_writes_a_record(capsys, tmp_path):
+    out = tmp_path / "run.json"
+    assert main(["train", "--dataset", "karate", "--seeds", "2", "--epochs", "20", "--no-progress",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert any(line.startswith("test accuracy: ") and line.endswith("(2 seeds)") for line in text.splitlines())
+    assert "precompute" in text and "training" in text
+    record = json.loads(out.read_text())
+    assert record["config"]["model"] == "sgc" and record["config"]["seeds"] == [0, 1]
+    # the record reproduces the run exactly
+    assert main(["train", "--config", str(out), "--no-progress"]) == 0
+    again = capsys.readouterr().out
+    line = [l for l in text.splitlines() if l.startswith("test accuracy")]
+    assert line == [l for l in again.splitlines() if l.startswith("test accuracy")]
+
+
+def test_yaml_config(capsys, tmp_path):
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("model: sgc\ndataset: karate\nseeds: 1\nmodel_config: {k: 1}\ntrain: {epochs: 5}\n")
+    assert main(["train", "--config", str(cfg), "--no-progress"]) == 0
+    assert "k=1" in capsys.readouterr().out
+
+
+def test_cora_from_root(capsys, data_path):
+    assert main(["train", "--dataset", "cora", "--root", str(data_path("planetoid")), "--seeds", "1",
+                 "--no-progress"]) == 0
+    assert "2,708 nodes, 10,556 edges, 1433 features, 7 classes, split 140/500/1000" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "--dataset", "coraa"], "unknown dataset"),
+        (["train", "--model", "gcnn"], "unknown model"),
+        (["train", "--seeds", "0"], "at least 1"),
+        (["train", "--lr", "-1"], "lr > 0"),
+        (["train", "--model-option", "hops=3"], "unknown option"),
+        (["train", "--model-option", "k"], "KEY=VALUE"),
+        (["train", "--config", "/nonexistent.yaml"], "does not exist"),
+        (["train", "--dataset", "mutag"], "graph-classification"),
+        (["train", "--dataset", "cora", "--root", "/nonexistent-root"], "ind.cora"),
+    ],
+)
+def test_errors_are_one_clear_line(capsys, argv, message):
+    assert main(argv + ["--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+def test_datasets_and_models_listings(capsys):
+    assert main(["datasets", "list"]) == 0
+    listing = capsys.readouterr().out
+    assert "cora" in listing and "karate" in listing and "ogbn-arxiv" in listing
+    assert main(["models"]) == 0
+    assert capsys.readouterr().out.startswith("sgc")
+
+
+def test_console_script_entry_point():
+    out = subprocess.run([sys.executable, "-m", "sgl.cli", "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("sgl ")
