@@ -27,7 +27,7 @@ demo: install
 	$(VENV)/bin/sgl train --model sgc --dataset karate --seeds 5
 
 test: install-test
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q
 
 bench: install-test
 	$(PY) benchmarks/bench_propagate.py
