@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--root", help="folder holding the dataset's files (downloaded there when absent)")
     train.add_argument("--seeds", type=int, help="number of seeds 0..N-1 (default 10)")
     train.add_argument("--k", type=int, help="propagation hops")
+    train.add_argument("--hidden", type=int, help="hidden width of the base model")
+    train.add_argument("--dropout", type=float, help="dropout of the base model")
     train.add_argument("--lr", type=float)
     train.add_argument("--weight-decay", type=float)
     train.add_argument("--epochs", type=int)
@@ -81,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--device", help="cpu, cuda, cuda:N (default: $SGL_DEVICE or auto)")
     train.add_argument("--model-option", action="append", metavar="KEY=VALUE", help="model config field")
     train.add_argument("--dataset-option", action="append", metavar="KEY=VALUE", help="dataset loader option")
+    train.add_argument("--rlu-stages", help="GAMLP RLU: comma-separated epochs per stage, e.g. 200,100,100")
+    train.add_argument("--rlu-threshold", type=float, help="RLU confidence threshold (default 0.85)")
+    train.add_argument("--rlu-gamma", type=float, help="RLU distillation weight (default 0.1)")
+    train.add_argument("--rlu-temperature", type=float, help="RLU softmax temperature (default 1)")
     train.add_argument("--cache-dir", help="cache propagated features here (keyed by graph, features, operator)")
     train.add_argument("--out", help="write the result record (config, per-seed metrics, timings) as JSON")
     train.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -95,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _train_config(args: argparse.Namespace) -> Dict[str, Any]:
     config: Dict[str, Any] = {"model": "sgc", "dataset": "karate", "root": None, "seeds": 10,
-                              "model_config": {}, "dataset_options": {}, "train": {}}
+                              "model_config": {}, "dataset_options": {}, "train": {}, "rlu": None}
     if args.config:
         loaded = _read_config(args.config)
         unknown = set(loaded) - set(config)
@@ -110,14 +116,25 @@ def _train_config(args: argparse.Namespace) -> Dict[str, Any]:
             raise ConfigError(f"--seeds must be at least 1, got {config['seeds']}")
         config["seeds"] = list(range(config["seeds"]))
     config["model_config"] = {**config["model_config"], **_key_values(args.model_option, "--model-option")}
-    if args.k is not None:
-        config["model_config"]["k"] = args.k
+    for key in ("k", "hidden", "dropout"):
+        if getattr(args, key) is not None:
+            config["model_config"][key] = getattr(args, key)
     config["dataset_options"] = {**config["dataset_options"], **_key_values(args.dataset_option, "--dataset-option")}
     train = dict(config["train"])
     for key in ("lr", "weight_decay", "epochs", "batch_size", "patience", "device"):
         if getattr(args, key) is not None:
             train[key] = getattr(args, key)
     config["train"] = train
+    rlu = dict(config["rlu"] or {})
+    if args.rlu_stages:
+        try:
+            rlu["stages"] = [int(e) for e in args.rlu_stages.split(",")]
+        except ValueError as exc:
+            raise ConfigError(f"--rlu-stages expects comma-separated integers, got {args.rlu_stages!r}") from exc
+    for key in ("threshold", "gamma", "temperature"):
+        if getattr(args, f"rlu_{key}") is not None:
+            rlu[key] = getattr(args, f"rlu_{key}")
+    config["rlu"] = rlu or None
     return config
 
 
@@ -128,13 +145,14 @@ def _fmt(stat: Dict[str, float], seeds: int) -> str:
 def cmd_train(args: argparse.Namespace) -> int:
     import sgl.datasets
     from sgl.fileio import atomic_write
-    from sgl.models import build_model, model_config
+    from sgl.models import build_model, default_train_config, model_config
     from sgl.tasks import TrainConfig, run_node_classification
 
     config = _train_config(args)
     model_cfg = model_config(config["model"], **config["model_config"])
     try:
-        train_cfg = TrainConfig(**{**config["train"], "progress": not args.no_progress})
+        train_cfg = TrainConfig(**{**default_train_config(config["model"]), **config["train"],
+                                   "progress": not args.no_progress})
     except TypeError as exc:
         raise ConfigError(f"bad training option: {exc}") from exc
     tasks = {name.lower(): task for name, _, task in sgl.datasets.list_datasets()}
@@ -150,7 +168,16 @@ def cmd_train(args: argparse.Namespace) -> int:
         return build_model(config["model"], graph.num_features, graph.num_classes, model_cfg)
 
     print(f"model: {factory()!r}")
-    record = run_node_classification(factory, graph, config["seeds"], train_cfg, cache_dir=args.cache_dir)
+    rlu_cfg = None
+    if config["rlu"]:
+        from sgl.tasks.rlu import RLUConfig
+
+        try:
+            rlu_cfg = RLUConfig(**config["rlu"])
+        except TypeError as exc:
+            raise ConfigError(f"bad RLU option: {exc}") from exc
+    record = run_node_classification(factory, graph, config["seeds"], train_cfg, cache_dir=args.cache_dir,
+                                     rlu_config=rlu_cfg)
     n = len(config["seeds"])
     record_config = {**config, "model_config": model_cfg.to_dict(), "train": {**train_cfg.to_dict()}}
     record_config["train"].pop("progress", None)

@@ -4,19 +4,43 @@ from __future__ import annotations
 from typing import Any, Dict, Tuple, Type
 
 from sgl.errors import ConfigError
-from sgl.models.base import SGAPModel
+from sgl.models.appnp import APPNP, APPNPConfig
+from sgl.models.base import SGAPConfig, SGAPModel
+from sgl.models.features import FullGraphInput, NodeFeatures
+from sgl.models.gamlp import GAMLP, GAMLPConfig
+from sgl.models.gbp import GBP, GBPConfig
+from sgl.models.mlp import MLP, ResMLP
+from sgl.models.nafs import NAFS, NAFSConfig
+from sgl.models.pasca import PaSCaV1, PaSCaV1Config, PaSCaV2, PaSCaV2Config, PaSCaV3, PaSCaV3Config
+from sgl.models.s2gc import S2GC, S2GCConfig
 from sgl.models.sgc import SGC, SGCConfig
+from sgl.models.sign import SIGN, SIGNConfig
 
-__all__ = ["SGAPModel", "SGC", "SGCConfig", "MODELS", "build_model", "model_config"]
+__all__ = [
+    "SGAPModel", "SGAPConfig", "NodeFeatures", "FullGraphInput", "MLP", "ResMLP",
+    "SGC", "SGCConfig", "SIGN", "SIGNConfig", "S2GC", "S2GCConfig", "GBP", "GBPConfig",
+    "APPNP", "APPNPConfig", "NAFS", "NAFSConfig", "GAMLP", "GAMLPConfig",
+    "PaSCaV1", "PaSCaV1Config", "PaSCaV2", "PaSCaV2Config", "PaSCaV3", "PaSCaV3Config",
+    "MODELS", "build_model", "model_config", "default_train_config",
+]
 
 #: name -> (model class, config dataclass, one-line description)
-MODELS: Dict[str, Tuple[Type[SGAPModel], type, str]] = {
+MODELS: Dict[str, Tuple[type, type, str]] = {
     "sgc": (SGC, SGCConfig, "Simplified graph convolution: linear model on A^K X (Wu et al. 2019)"),
+    "sign": (SIGN, SIGNConfig, "SIGN: MLP on the concatenated hops X, AX, ..., A^K X (Frasca et al. 2020)"),
+    "s2gc": (S2GC, S2GCConfig, "S2GC: Markov-diffusion filter over K hops + linear model (Zhu & Koniusz 2021)"),
+    "gbp": (GBP, GBPConfig, "GBP: geometrically weighted hops + MLP (Chen et al. 2020)"),
+    "appnp": (APPNP, APPNPConfig, "APPNP, decoupled: K personalised-PageRank steps + MLP (Klicpera et al. 2019)"),
+    "nafs": (NAFS, NAFSConfig, "NAFS: node-adaptive feature smoothing + linear model (Zhang et al. 2022)"),
+    "gamlp": (GAMLP, GAMLPConfig, "GAMLP: per-node attention over hops (JK or recursive) + MLP (Zhang et al. 2022)"),
+    "pasca-v1": (PaSCaV1, PaSCaV1Config, "PaSca-V1: lazy PPR, learnable hop weights, residual MLP"),
+    "pasca-v2": (PaSCaV2, PaSCaV2Config, "PaSca-V2: per-node gated hop weights, residual MLP"),
+    "pasca-v3": (PaSCaV3, PaSCaV3Config, "PaSca-V3: V2 + PPR post-propagation of predictions"),
 }
 
 
 def _lookup(name: str):
-    key = name.lower()
+    key = str(name).lower().replace("_", "-")
     if key not in MODELS:
         raise ConfigError(f"unknown model {name!r}; available: {', '.join(sorted(MODELS))}")
     return MODELS[key]
@@ -25,14 +49,20 @@ def _lookup(name: str):
 def model_config(name: str, **overrides: Any) -> Any:
     """The typed config of model ``name`` with ``overrides`` applied (unknown keys rejected)."""
     _, config_cls, _ = _lookup(name)
-    fields = set(config_cls.__dataclass_fields__)
-    unknown = set(overrides) - fields
+    valid = set(config_cls.__dataclass_fields__)
+    unknown = set(overrides) - valid
     if unknown:
-        raise ConfigError(f"unknown option(s) {sorted(unknown)} for model {name!r}; valid: {sorted(fields)}")
+        raise ConfigError(f"unknown option(s) {sorted(unknown)} for model {name!r}; valid: {sorted(valid)}")
     return config_cls(**overrides)
 
 
-def build_model(name: str, in_features: int, num_classes: int, config: Any = None) -> SGAPModel:
+def default_train_config(name: str) -> Dict[str, Any]:
+    """The model family's training defaults (fields of :class:`sgl.tasks.TrainConfig`)."""
+    model_cls, _, _ = _lookup(name)
+    return dict(getattr(model_cls, "default_train_config", {}))
+
+
+def build_model(name: str, in_features: int, num_classes: int, config: Any = None) -> Any:
     """Instantiate model ``name`` (e.g. ``"sgc"``) with its config (default config if None)."""
     model_cls, config_cls, _ = _lookup(name)
     return model_cls(in_features, num_classes, config or config_cls())

@@ -43,6 +43,7 @@ __all__ = [
     "NormalizedAdjacency",
     "PersonalizedPageRank",
     "HeatKernel",
+    "LazyAdjacency",
     "normalized_adjacency",
     "spmm",
     "row_normalize",
@@ -271,8 +272,33 @@ class HeatKernel(GraphOperator):
         return out
 
 
+@dataclass(frozen=True)
+class LazyAdjacency(GraphOperator):
+    r"""A lazy random-walk step :math:`(1-\alpha)\hat A_r + \alpha I` (SGL's ``PprGraphOp``).
+
+    ``k`` hops of it interpolate between the raw features and :math:`\hat A_r^k X`; PaSca-V1
+    uses it with ``alpha=0.1``.
+    """
+
+    alpha: float = 0.1
+
+    name = "lazy"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 <= float(self.alpha) <= 1.0:
+            raise ConfigError(f"alpha must be in [0, 1], got {self.alpha}")
+
+    def workspace_factor(self) -> int:
+        return 2
+
+    def apply(self, adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return spmm(adj, x).mul_(1.0 - float(self.alpha)).add_(x, alpha=float(self.alpha))
+
+
 OPERATORS = {
     "adj": NormalizedAdjacency,
+    "lazy": LazyAdjacency,
     "ppr": PersonalizedPageRank,
     "heat": HeatKernel,
 }

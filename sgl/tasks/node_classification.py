@@ -31,9 +31,10 @@ import torch.nn.functional as F
 
 from sgl.device import get_device
 from sgl.errors import ConfigError, FeatureError
+from sgl.models.features import NodeFeatures, to_device
 from sgl.tasks.metrics import accuracy, macro_f1
 
-__all__ = ["TrainConfig", "Trainer", "run_node_classification", "summarize", "seed_everything"]
+__all__ = ["TrainConfig", "Trainer", "Distillation", "run_node_classification", "summarize", "seed_everything"]
 
 
 def seed_everything(seed: int) -> None:
@@ -48,7 +49,8 @@ def seed_everything(seed: int) -> None:
 
 @dataclass
 class TrainConfig:
-    """Optimisation settings (defaults: SGC's Cora setting, lr 0.2 / 100 epochs / Adam).
+    """Optimisation settings (Adam). Each model family has its own defaults
+    (``sgl.models.default_train_config(name)``); these are SGC's Cora setting.
 
     ``batch_size=None`` trains on all training nodes at once; ``patience`` stops after that
     many epochs without a better validation accuracy (``None`` = run all epochs).
@@ -77,6 +79,25 @@ class TrainConfig:
         return asdict(self)
 
 
+@dataclass
+class Distillation:
+    """RLU's extra training signal: teacher probabilities on confident non-training nodes.
+
+    The loss on a batch is ``gamma * mean_i[max_c P_ic * sum_c P_ic (log P_ic - log_softmax(out)_ic)]``,
+    a KL divergence to the teacher weighted by the teacher's confidence (GAMLP eq. 12-15).
+    """
+
+    index: torch.Tensor
+    probs: torch.Tensor
+    gamma: float = 0.1
+
+    def loss(self, logits: torch.Tensor, rows: Any, device: torch.device) -> torch.Tensor:
+        teacher = self.probs[rows].to(device)
+        log_student = F.log_softmax(logits, dim=1)
+        kl = (teacher * (torch.log(teacher.clamp_min(1e-12)) - log_student)).sum(dim=1)
+        return self.gamma * (teacher.max(dim=1).values * kl).mean()
+
+
 def _split_index(graph: Any, name: str) -> torch.Tensor:
     mask = getattr(graph, f"{name}_mask", None)
     if mask is None or not bool(mask.any()):
@@ -97,19 +118,85 @@ class Trainer:
     def __init__(self, config: Optional[TrainConfig] = None) -> None:
         self.config = config or TrainConfig()
 
+    def _train_epoch(self, model, features, train, y, optimizer, batch, generator, device, full_batch,
+                     distillation) -> float:
+        """One pass over the training nodes; returns the mean loss."""
+        model.train()
+        if full_batch:
+            optimizer.zero_grad()
+            logits = model(features)
+            loss = F.cross_entropy(logits[train], y[train].to(device))
+            if distillation is not None:
+                n1, n2 = train.numel(), distillation.index.numel()
+                loss = loss * n1 / (n1 + n2) + distillation.loss(logits[distillation.index.to(device)],
+                                                                 slice(None), device) * n2 / (n1 + n2)
+            loss.backward()
+            optimizer.step()
+            return float(loss.detach())
+        order = train[torch.randperm(train.numel(), generator=generator)]
+        steps = -(-order.numel() // batch)
+        extra = None
+        if distillation is not None:
+            # as in GAMLP's RLU: both node sets are split over the same number of steps, so
+            # every step mixes training and confident nodes in proportion to their sizes
+            n2 = distillation.index.numel()
+            steps = -(-(order.numel() + n2) // batch)
+            extra = torch.randperm(n2, generator=generator)
+        total = 0.0
+        per_step1 = -(-order.numel() // steps)
+        for step in range(steps):
+            idx = order[step * per_step1:(step + 1) * per_step1]
+            if idx.numel() == 0:
+                break
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(to_device(features[idx], device)), y[idx].to(device))
+            if extra is not None:
+                per_step2 = -(-extra.numel() // steps)
+                rows = extra[step * per_step2:(step + 1) * per_step2]
+                if rows.numel():
+                    n1, n2 = idx.numel(), rows.numel()
+                    out = model(to_device(features[distillation.index[rows]], device))
+                    loss = loss * n1 / (n1 + n2) + distillation.loss(out, rows, device) * n2 / (n1 + n2)
+            loss.backward()
+            optimizer.step()
+            total += float(loss.detach())
+        return total / max(1, steps)
+
     @torch.no_grad()
-    def _predict(self, model: torch.nn.Module, features: torch.Tensor, index: torch.Tensor,
+    def _predict(self, model: torch.nn.Module, features: Any, index: torch.Tensor,
                  device: torch.device) -> torch.Tensor:
         model.eval()
-        chunks = [model(features[index[i:i + self.config.eval_batch_size]].to(device)).cpu()
+        if getattr(model, "full_batch", False):
+            return model(features).cpu()[index]
+        chunks = [model(to_device(features[index[i:i + self.config.eval_batch_size]], device)).cpu()
                   for i in range(0, index.numel(), self.config.eval_batch_size)]
         return torch.cat(chunks)
 
-    def fit(self, model: torch.nn.Module, features: torch.Tensor, graph: Any, seed: int = 0) -> Dict[str, Any]:
-        """Train ``model`` on ``features[train]``; return metrics at the best validation epoch."""
-        if features.dim() != 2 or features.size(0) != graph.num_nodes:
+    @torch.no_grad()
+    def predict_all(self, model: torch.nn.Module, features: Any, graph: Any, device: torch.device) -> torch.Tensor:
+        """Logits for every node, after the model's post-processing (if any)."""
+        logits = self._predict(model, features, torch.arange(graph.num_nodes), device)
+        return model.postprocess(graph, logits) if hasattr(model, "postprocess") else logits
+
+    def fit(self, model: torch.nn.Module, features: Any, graph: Any, seed: int = 0,
+            distillation: Optional[Distillation] = None) -> Dict[str, Any]:
+        """Train ``model`` on the training nodes; return metrics at the best validation epoch.
+
+        ``distillation`` adds RLU's confidence-weighted KL term on extra nodes
+        (see :class:`Distillation`).
+
+        ``features`` is what ``model.precompute(graph)`` returned: a tensor, a
+        :class:`~sgl.models.NodeFeatures`, or a :class:`~sgl.models.FullGraphInput` for
+        full-batch message-passing models (``model.full_batch = True``).
+        """
+        full_batch = bool(getattr(model, "full_batch", False))
+        if isinstance(features, torch.Tensor):
+            if features.dim() != 2:
+                raise FeatureError(f"precomputed features must be 2-D [num_nodes, d], got {tuple(features.shape)}")
+            features = NodeFeatures(features)
+        if len(features) != graph.num_nodes:
             raise FeatureError(
-                f"precomputed features have shape {tuple(features.shape)}; expected [{graph.num_nodes}, d]"
+                f"precomputed features have {len(features)} rows; expected [{graph.num_nodes}, d] (one per node)"
             )
         if graph.y is None or graph.y.dim() != 1 or graph.y.is_floating_point():
             raise FeatureError("node classification needs integer labels graph.y of shape [num_nodes]")
@@ -119,10 +206,16 @@ class Trainer:
             model.reset_parameters()
         device = get_device(cfg.device)
         model.to(device)
+        if full_batch:
+            features = features.to(device)
         y = graph.y
         train, val, test = (_split_index(graph, s) for s in ("train", "val", "test"))
         if bool((y[train] < 0).any()):
             raise FeatureError("some training nodes have label -1 (unlabeled); fix the train mask")
+        out_classes = getattr(model, "num_classes", None)
+        if out_classes is not None and int(y[train].max()) >= out_classes:
+            raise FeatureError(f"training labels go up to {int(y[train].max())} but the model predicts "
+                               f"{out_classes} classes; build it with num_classes={int(y[train].max()) + 1}")
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         batch = cfg.batch_size or train.numel()
         generator = torch.Generator().manual_seed(seed)
@@ -138,15 +231,8 @@ class Trainer:
         start = time.perf_counter()
         for epoch in range(cfg.epochs):
             model.train()
-            order = train[torch.randperm(train.numel(), generator=generator)]
-            total_loss = 0.0
-            for i in range(0, order.numel(), batch):
-                idx = order[i:i + batch]
-                optimizer.zero_grad()
-                loss = F.cross_entropy(model(features[idx].to(device)), y[idx].to(device))
-                loss.backward()
-                optimizer.step()
-                total_loss += float(loss.detach()) * idx.numel()
+            total_loss = self._train_epoch(model, features, train, y, optimizer, batch, generator, device,
+                                           full_batch, distillation)
             if not math.isfinite(total_loss):
                 raise FeatureError(f"training diverged (loss {total_loss}) at epoch {epoch}; lower the learning rate")
             val_acc = accuracy(self._predict(model, features, val, device), y[val])
@@ -158,7 +244,7 @@ class Trainer:
                 stale += 1
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(loss=f"{total_loss / order.numel():.4f}", val=f"{val_acc:.4f}")
+                bar.set_postfix(loss=f"{total_loss:.4f}", val=f"{val_acc:.4f}")
             if cfg.patience is not None and stale >= cfg.patience:
                 break
         train_time = time.perf_counter() - start
@@ -167,14 +253,18 @@ class Trainer:
         model.load_state_dict(best_state)
         result: Dict[str, Any] = {"seed": seed, "best_epoch": best["epoch"], "epochs_run": epoch + 1,
                                   "train_time_s": train_time}
+        if not hasattr(model, "postprocess") or full_batch:
+            predict = lambda index: self._predict(model, features, index, device)  # noqa: E731
+        else:
+            all_logits = self.predict_all(model, features, graph, device)
+            predict = lambda index: all_logits[index]  # noqa: E731
         for name, index in (("train", train), ("val", val), ("test", test)):
-            logits = self._predict(model, features, index, device)
+            logits = predict(index)
             result[f"{name}_acc"] = accuracy(logits, y[index])
             result[f"{name}_macro_f1"] = macro_f1(logits, y[index], graph.num_classes)
         evaluator = _ogb_evaluator(graph)
         if evaluator is not None:
-            logits = self._predict(model, features, test, device)
-            result["ogb_test_acc"] = evaluator(logits.argmax(1), y[test])
+            result["ogb_test_acc"] = evaluator(predict(test).argmax(1), y[test])
         return result
 
 
@@ -207,28 +297,37 @@ def summarize(values: Sequence[float]) -> Dict[str, float]:
 
 def run_node_classification(model_factory: Callable[[], torch.nn.Module], graph: Any,
                             seeds: Sequence[int] = (0,), train_config: Optional[TrainConfig] = None,
-                            cache_dir: Optional[str] = None) -> Dict[str, Any]:
+                            cache_dir: Optional[str] = None, rlu_config: Any = None) -> Dict[str, Any]:
     """Precompute once, then train one fresh model per seed; returns the run record.
 
     The record holds per-seed results, mean/std of each metric, precompute and training
-    time, and the process's peak resident memory.
+    time, and the process's peak resident memory. With ``rlu_config`` (an
+    :class:`sgl.tasks.rlu.RLUConfig`) every seed runs GAMLP's multi-stage RLU training.
     """
+    seeds = list(seeds)
     if not seeds:
         raise ConfigError("seeds must list at least one seed")
     trainer = Trainer(train_config)
-    model = model_factory()
-    start = time.perf_counter()
-    features = model.precompute(graph, cache_dir=cache_dir, progress=trainer.config.progress)
-    precompute_time = time.perf_counter() - start
     runs: List[Dict[str, Any]] = []
+    start = time.perf_counter()
+    if rlu_config is None:
+        model = model_factory()
+        features = model.precompute(graph, cache_dir=cache_dir, progress=trainer.config.progress)
+    precompute_time = time.perf_counter() - start
     for seed in seeds:
         seed_everything(seed)
-        runs.append(trainer.fit(model_factory(), features, graph, seed=seed))
+        if rlu_config is None:
+            runs.append(trainer.fit(model_factory(), features, graph, seed=seed))
+        else:
+            from sgl.tasks.rlu import train_rlu
+
+            runs.append(train_rlu(model_factory, graph, trainer.config, rlu_config, seed=seed))
     record: Dict[str, Any] = {
-        "seeds": list(seeds),
+        "seeds": seeds,
         "runs": runs,
         "precompute_time_s": precompute_time,
-        "train_time_s": sum(r["train_time_s"] for r in runs),
+        "train_time_s": sum(r["train_time_s"] if "stages" not in r else sum(s["train_time_s"] for s in r["stages"])
+                            for r in runs),
         "peak_rss_mb": _peak_rss_mb(),
     }
     for key in ("train_acc", "val_acc", "test_acc", "test_macro_f1") + (("ogb_test_acc",) if "ogb_test_acc" in runs[0] else ()):

@@ -78,6 +78,6 @@ def test_bad_inputs(karate):
 
 
 def test_divergence_is_reported(karate):
-    features = SGC(karate.num_features, 2).precompute(karate) * 1e30
+    features = SGC(karate.num_features, 2).precompute(karate).data * 1e30
     with pytest.raises(FeatureError, match="diverged"):
         Trainer(TrainConfig(lr=1e10, epochs=3, progress=False)).fit(SGC(karate.num_features, 2), features, karate)

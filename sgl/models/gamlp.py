@@ -1,0 +1,175 @@
+"""GAMLP: Graph Attention Multi-Layer Perceptron (Zhang et al., KDD 2022).
+
+Per node, GAMLP weighs the propagated hops ``X, ÂX, ..., Â^K X`` with a learned attention
+over its receptive fields — JK attention (scores against a reference built from all hops)
+or recursive attention (scores against the attention-weighted history of lower hops) — and
+feeds the combination to an MLP. Optionally (``label_hops > 0``) it adds a second input:
+the training labels propagated ``label_hops`` times with the mean operator ``D⁻¹A``, passed
+through a small MLP and added to the output (the paper's label utilisation; RLU, the
+multi-stage self-distillation, lives in :mod:`sgl.tasks.rlu`).
+
+Formulas and defaults follow the official code (PKU-DAIR/GAMLP ``model.py``); see
+``shared/notes/sgl_anchor.md`` §2. Unlike the original SGL library, attention scores are
+computed per node (no cross-node reshape) and recursive attention softmaxes raw scores.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, List, Optional, Union
+
+import torch
+from torch import nn
+
+from sgl.errors import ConfigError, FeatureError
+from sgl.models.base import SGAPConfig
+from sgl.models.features import NodeFeatures
+from sgl.models.mlp import MLP
+from sgl.ops import NormalizedAdjacency, propagate_hops, row_normalize
+from sgl.ops.message_ops import get_message_op
+
+__all__ = ["GAMLP", "GAMLPConfig", "propagate_labels"]
+
+
+@dataclass
+class GAMLPConfig(SGAPConfig):
+    """GAMLP hyper-parameters (on top of the graph-operator fields of :class:`SGAPConfig`).
+
+    ``attention``: ``"jk"`` or ``"recursive"``; ``jk_layers``: depth of the JK reference MLP;
+    ``act``: score activation (sigmoid, relu, leaky_relu); ``att_dropout``: dropout on the
+    attention weights; ``pre_process``: a per-hop 2-layer MLP (``d -> hidden``) before the
+    attention; ``residual``: add a projection of ``X`` to the combined features;
+    ``num_layers``/``hidden``/``dropout``: the output MLP; ``label_hops``: label propagation
+    steps for the label input (0 = no label input), ``label_layers``/``label_dropout``: its MLP.
+    """
+
+    k: int = 10
+    attention: str = "jk"
+    jk_layers: int = 2
+    act: str = "relu"
+    att_dropout: float = 0.0
+    pre_process: bool = False
+    residual: bool = False
+    num_layers: int = 2
+    hidden: int = 512
+    dropout: float = 0.5
+    input_dropout: float = 0.0
+    label_hops: int = 0
+    label_layers: int = 2
+    label_dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.attention not in ("jk", "recursive"):
+            raise ConfigError(f"attention must be 'jk' or 'recursive', got {self.attention!r}")
+        if self.k < 1:
+            raise ConfigError(f"GAMLP needs k >= 1 hops, got {self.k}")
+        if self.label_hops < 0 or self.label_layers < 1 or self.jk_layers < 1:
+            raise ConfigError("label_hops must be >= 0 and label_layers, jk_layers >= 1")
+
+
+def propagate_labels(graph: Any, label_matrix: torch.Tensor, hops: int) -> torch.Tensor:
+    """``hops`` steps of mean aggregation ``D⁻¹A`` (no self-loops) of a ``[n, C]`` label matrix."""
+    return propagate_hops(graph, label_matrix, hops, NormalizedAdjacency(r=0.0, self_loops=False))[-1]
+
+
+def train_label_matrix(graph: Any) -> torch.Tensor:
+    """One-hot rows for training nodes, zeros elsewhere (the label input never sees val/test labels)."""
+    if graph.y is None or graph.train_mask is None:
+        raise FeatureError("the label input needs graph.y and graph.train_mask")
+    matrix = torch.zeros(graph.num_nodes, graph.num_classes)
+    train = graph.train_mask.nonzero().flatten()
+    matrix[train, graph.y[train]] = 1.0
+    return matrix
+
+
+class GAMLP(nn.Module):
+    r"""GAMLP with JK or recursive receptive-field attention and optional label input.
+
+    Example:
+        >>> import sgl, torch
+        >>> graph = sgl.datasets.load("karate")
+        >>> model = GAMLP(graph.num_features, graph.num_classes, GAMLPConfig(k=3, hidden=16, label_hops=2))
+        >>> feats = model.precompute(graph)
+        >>> model(feats[torch.arange(5)]).shape
+        torch.Size([5, 2])
+    """
+
+    config_class = GAMLPConfig
+    default_train_config = {"lr": 0.01, "weight_decay": 5e-4, "epochs": 200, "patience": 50}
+
+    def __init__(self, in_features: int, num_classes: int, config: Optional[GAMLPConfig] = None) -> None:
+        super().__init__()
+        config = config or GAMLPConfig()
+        if in_features < 1 or num_classes < 2:
+            raise ConfigError(f"need in_features >= 1 and num_classes >= 2, got {in_features}, {num_classes}")
+        self.config, self.in_features, self.num_classes = config, in_features, num_classes
+        self.graph_op = config.graph_operator()
+        self.k = config.k
+        num_hops = config.k + 1
+        width = config.hidden if config.pre_process else in_features
+        self.input_dropout = nn.Dropout(config.input_dropout)
+        self.pre = nn.ModuleList(
+            MLP(in_features, config.hidden, config.hidden, 2, config.dropout) for _ in range(num_hops)
+        ) if config.pre_process else None
+        if config.attention == "jk":
+            self.attention = get_message_op("jk_attention", in_features=width, num_hops=num_hops,
+                                            hidden=config.hidden, num_layers=config.jk_layers, act=config.act,
+                                            att_dropout=config.att_dropout)
+        else:
+            self.attention = get_message_op("recursive_attention", in_features=width, num_hops=num_hops,
+                                            act=config.act, att_dropout=config.att_dropout)
+        self.residual = nn.Linear(in_features, width, bias=False) if config.residual else None
+        self.act = nn.PReLU()
+        self.dropout = nn.Dropout(config.dropout)
+        self.output = MLP(width, config.hidden, num_classes, config.num_layers, config.dropout)
+        self.label_mlp = MLP(num_classes, config.hidden, num_classes, config.label_layers, config.dropout,
+                             input_dropout=config.label_dropout) if config.label_hops > 0 else None
+
+    # ------------------------------------------------------------------ SGAP stages
+    @torch.no_grad()
+    def precompute(self, graph: Any, x: Optional[torch.Tensor] = None, *,
+                   label_matrix: Optional[torch.Tensor] = None,
+                   cache_dir: Optional[Union[str, os.PathLike]] = None, progress: bool = False) -> NodeFeatures:
+        """Hops ``[X, ..., Â^K X]`` (+ the propagated label input when ``label_hops > 0``).
+
+        ``label_matrix`` overrides the label input's seed (RLU passes training one-hots plus
+        confident soft predictions); by default it is the training nodes' one-hot labels.
+        """
+        x = graph.x if x is None else x
+        if x is None:
+            raise ConfigError("the graph has no node features (graph.x); pass x=...")
+        if self.config.normalize_features:
+            x = row_normalize(x)
+        hops: List[torch.Tensor] = propagate_hops(graph, x, self.k, self.graph_op, cache_dir=cache_dir,
+                                                  progress=progress)
+        if self.label_mlp is not None:
+            seed = train_label_matrix(graph) if label_matrix is None else label_matrix
+            hops = hops + [propagate_labels(graph, seed, self.config.label_hops)]
+        return NodeFeatures(hops)
+
+    def forward(self, batch: List[torch.Tensor]) -> torch.Tensor:
+        num_hops = self.k + 1
+        hops, label = batch[:num_hops], batch[num_hops] if self.label_mlp is not None else None
+        hops = [self.input_dropout(h) for h in hops]
+        inputs = [mlp(h) for mlp, h in zip(self.pre, hops)] if self.pre is not None else hops
+        z = self.attention(inputs)
+        if self.residual is not None:
+            z = z + self.residual(hops[0])
+        out = self.output(self.dropout(self.act(z)) if (self.pre is not None or self.residual is not None) else z)
+        if label is not None:
+            out = out + self.label_mlp(label)
+        return out
+
+    def postprocess(self, graph: Any, logits: torch.Tensor) -> torch.Tensor:
+        return logits
+
+    def reset_parameters(self) -> None:
+        for module in self.modules():
+            if module is not self and hasattr(module, "reset_parameters"):
+                module.reset_parameters()
+
+    def __repr__(self) -> str:
+        cfg = self.config
+        return (f"GAMLP(in_features={self.in_features}, num_classes={self.num_classes}, k={cfg.k}, "
+                f"attention={cfg.attention}, hidden={cfg.hidden}, label_hops={cfg.label_hops})")
