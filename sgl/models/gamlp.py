@@ -110,7 +110,8 @@ class GAMLP(nn.Module):
         width = config.hidden if config.pre_process else in_features
         self.input_dropout = nn.Dropout(config.input_dropout)
         self.pre = nn.ModuleList(
-            MLP(in_features, config.hidden, config.hidden, 2, config.dropout) for _ in range(num_hops)
+            MLP(in_features, config.hidden, config.hidden, 2, config.dropout, batch_norm=config.batch_norm)
+            for _ in range(num_hops)
         ) if config.pre_process else None
         if config.attention == "jk":
             self.attention = get_message_op("jk_attention", in_features=width, num_hops=num_hops,
@@ -122,7 +123,8 @@ class GAMLP(nn.Module):
         self.residual = nn.Linear(in_features, width, bias=False) if config.residual else None
         self.act = nn.PReLU()
         self.dropout = nn.Dropout(config.dropout)
-        self.output = MLP(width, config.hidden, num_classes, config.num_layers, config.dropout)
+        self.output = MLP(width, config.hidden, num_classes, config.num_layers, config.dropout,
+                          batch_norm=config.batch_norm)
         self.label_mlp = MLP(num_classes, config.hidden, num_classes, config.label_layers, config.dropout,
                              input_dropout=config.label_dropout) if config.label_hops > 0 else None
 

@@ -213,9 +213,10 @@ class Trainer:
         if bool((y[train] < 0).any()):
             raise FeatureError("some training nodes have label -1 (unlabeled); fix the train mask")
         out_classes = getattr(model, "num_classes", None)
-        if out_classes is not None and int(y[train].max()) >= out_classes:
-            raise FeatureError(f"training labels go up to {int(y[train].max())} but the model predicts "
-                               f"{out_classes} classes; build it with num_classes={int(y[train].max()) + 1}")
+        top = int(torch.cat([y[train], y[val], y[test]]).max())
+        if out_classes is not None and top >= out_classes:
+            raise FeatureError(f"labels go up to {top} but the model predicts {out_classes} classes; "
+                               f"build it with num_classes={top + 1}")
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         batch = cfg.batch_size or train.numel()
         generator = torch.Generator().manual_seed(seed)
