@@ -35,8 +35,8 @@ GRIDS: Dict[str, Any] = {
     "pasca-v1": ({"k": [3, 6], "dropout": [0.5, 0.8]}, {"weight_decay": [5e-4, 1e-3]}),
     "pasca-v2": ({"k": [3, 6], "dropout": [0.5, 0.8]}, {"weight_decay": [5e-4, 1e-3]}),
     "pasca-v3": ({"k": [3, 6], "dropout": [0.5, 0.8]}, {"weight_decay": [5e-4, 1e-3]}),
-    "gamlp": ({"k": [6, 10], "attention": ["jk", "recursive"], "label_hops": [0, 10], "hidden": [128],
-               "dropout": [0.5, 0.8], "input_dropout": [0.2]}, {"weight_decay": [5e-4]}),
+    "gamlp": ({"attention": ["jk", "recursive"], "input_dropout": [0.0, 0.3], "att_dropout": [0.0, 0.3]},
+              {"weight_decay": [5e-4]}),
 }
 
 

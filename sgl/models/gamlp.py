@@ -46,13 +46,15 @@ class GAMLPConfig(SGAPConfig):
     k: int = 10
     attention: str = "jk"
     jk_layers: int = 2
-    act: str = "relu"
+    #: GAMLP's argparse default is relu, its OGB presets use leaky_relu/sigmoid; relu gives a
+    #: node whose scores are all negative uniform weights and no gradient
+    act: str = "leaky_relu"
     att_dropout: float = 0.0
     pre_process: bool = False
     residual: bool = False
     num_layers: int = 2
-    hidden: int = 512
-    dropout: float = 0.5
+    hidden: int = 64
+    dropout: float = 0.8
     input_dropout: float = 0.0
     label_hops: int = 0
     label_layers: int = 2
@@ -69,8 +71,16 @@ class GAMLPConfig(SGAPConfig):
 
 
 def propagate_labels(graph: Any, label_matrix: torch.Tensor, hops: int) -> torch.Tensor:
-    """``hops`` steps of mean aggregation ``D⁻¹A`` (no self-loops) of a ``[n, C]`` label matrix."""
-    return propagate_hops(graph, label_matrix, hops, NormalizedAdjacency(r=0.0, self_loops=False))[-1]
+    """``hops`` steps of mean aggregation ``D⁻¹A`` (no self-loops) of a ``[n, C]`` label matrix.
+
+    Only the current hop is kept: the label input uses the last one alone.
+    """
+    op = NormalizedAdjacency(r=0.0, self_loops=False)
+    adj = op.adjacency(graph, label_matrix.dtype)
+    out = label_matrix
+    for _ in range(hops):
+        out = op.apply(adj, out)
+    return out
 
 
 def train_label_matrix(graph: Any) -> torch.Tensor:
@@ -145,10 +155,21 @@ class GAMLP(nn.Module):
             x = row_normalize(x)
         hops: List[torch.Tensor] = propagate_hops(graph, x, self.k, self.graph_op, cache_dir=cache_dir,
                                                   progress=progress)
-        if self.label_mlp is not None:
-            seed = train_label_matrix(graph) if label_matrix is None else label_matrix
-            hops = hops + [propagate_labels(graph, seed, self.config.label_hops)]
-        return NodeFeatures(hops)
+        features = NodeFeatures(hops)
+        if self.label_mlp is None:
+            return features
+        return self.with_label_input(features, graph, train_label_matrix(graph) if label_matrix is None
+                                     else label_matrix)
+
+    def with_label_input(self, features: NodeFeatures, graph: Any, label_matrix: torch.Tensor) -> NodeFeatures:
+        """The same feature hops with a label input propagated from ``label_matrix`` (used by RLU)."""
+        if self.label_mlp is None:
+            raise ConfigError("this GAMLP has no label input (label_hops=0); RLU needs label_hops >= 1")
+        if label_matrix.shape != (graph.num_nodes, self.num_classes):
+            raise FeatureError(f"label_matrix must be [{graph.num_nodes}, {self.num_classes}], "
+                               f"got {tuple(label_matrix.shape)}")
+        hops = list(features.data[:self.k + 1])
+        return NodeFeatures(hops + [propagate_labels(graph, label_matrix, self.config.label_hops)])
 
     def forward(self, batch: List[torch.Tensor]) -> torch.Tensor:
         num_hops = self.k + 1
@@ -158,7 +179,8 @@ class GAMLP(nn.Module):
         z = self.attention(inputs)
         if self.residual is not None:
             z = z + self.residual(hops[0])
-        out = self.output(self.dropout(self.act(z)) if (self.pre is not None or self.residual is not None) else z)
+        # as in the official code, the PReLU + dropout after the attention come with the residual
+        out = self.output(self.dropout(self.act(z)) if self.residual is not None else z)
         if label is not None:
             out = out + self.label_mlp(label)
         return out

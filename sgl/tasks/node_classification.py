@@ -144,19 +144,21 @@ class Trainer:
             extra = torch.randperm(n2, generator=generator)
         total = 0.0
         per_step1 = -(-order.numel() // steps)
+        # BatchNorm cannot train on a single row: such a trailing batch is skipped
+        has_batch_norm = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules())
         for step in range(steps):
             idx = order[step * per_step1:(step + 1) * per_step1]
-            if idx.numel() == 0:
-                break
+            rows = extra[step * (-(-extra.numel() // steps)):(step + 1) * (-(-extra.numel() // steps))] \
+                if extra is not None else idx[:0]
+            n1, n2 = idx.numel(), rows.numel()
+            if n1 == 0 or (has_batch_norm and n1 + n2 < 2):
+                continue
             optimizer.zero_grad()
-            loss = F.cross_entropy(model(to_device(features[idx], device)), y[idx].to(device))
-            if extra is not None:
-                per_step2 = -(-extra.numel() // steps)
-                rows = extra[step * per_step2:(step + 1) * per_step2]
-                if rows.numel():
-                    n1, n2 = idx.numel(), rows.numel()
-                    out = model(to_device(features[distillation.index[rows]], device))
-                    loss = loss * n1 / (n1 + n2) + distillation.loss(out, rows, device) * n2 / (n1 + n2)
+            nodes = idx if n2 == 0 else torch.cat([idx, distillation.index[rows]])
+            out = model(to_device(features[nodes], device))  # one forward for both node sets
+            loss = F.cross_entropy(out[:n1], y[idx].to(device))
+            if n2:
+                loss = loss * n1 / (n1 + n2) + distillation.loss(out[n1:], rows, device) * n2 / (n1 + n2)
             loss.backward()
             optimizer.step()
             total += float(loss.detach())
@@ -293,7 +295,8 @@ def _peak_rss_mb() -> float:
 
 
 def summarize(values: Sequence[float]) -> Dict[str, float]:
-    return {"mean": statistics.fmean(values), "std": statistics.pstdev(values) if len(values) > 1 else 0.0}
+    """Mean and the unbiased (sample) standard deviation, as the OGB leaderboard reports."""
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
 
 
 def run_node_classification(model_factory: Callable[[], torch.nn.Module], graph: Any,
@@ -311,9 +314,8 @@ def run_node_classification(model_factory: Callable[[], torch.nn.Module], graph:
     trainer = Trainer(train_config)
     runs: List[Dict[str, Any]] = []
     start = time.perf_counter()
-    if rlu_config is None:
-        model = model_factory()
-        features = model.precompute(graph, cache_dir=cache_dir, progress=trainer.config.progress)
+    model = model_factory()
+    features = model.precompute(graph, cache_dir=cache_dir, progress=trainer.config.progress)
     precompute_time = time.perf_counter() - start
     for seed in seeds:
         seed_everything(seed)
@@ -322,7 +324,7 @@ def run_node_classification(model_factory: Callable[[], torch.nn.Module], graph:
         else:
             from sgl.tasks.rlu import train_rlu
 
-            runs.append(train_rlu(model_factory, graph, trainer.config, rlu_config, seed=seed))
+            runs.append(train_rlu(model_factory, graph, trainer.config, rlu_config, seed=seed, features=features))
     record: Dict[str, Any] = {
         "seeds": seeds,
         "runs": runs,
