@@ -9,6 +9,7 @@ from sgl.models.base import SGAPConfig, SGAPModel
 from sgl.models.features import FullGraphInput, NodeFeatures
 from sgl.models.gamlp import GAMLP, GAMLPConfig
 from sgl.models.gbp import GBP, GBPConfig
+from sgl.models.message_passing import GAT, GCN, MESSAGE_PASSING_MODELS, GATConfig, GCNConfig, GraphSAGE, SAGEConfig
 from sgl.models.mlp import MLP, ResMLP
 from sgl.models.nafs import NAFS, NAFSConfig
 from sgl.models.pasca import PaSCaV1, PaSCaV1Config, PaSCaV2, PaSCaV2Config, PaSCaV3, PaSCaV3Config
@@ -21,6 +22,7 @@ __all__ = [
     "SGC", "SGCConfig", "SIGN", "SIGNConfig", "S2GC", "S2GCConfig", "GBP", "GBPConfig",
     "APPNP", "APPNPConfig", "NAFS", "NAFSConfig", "GAMLP", "GAMLPConfig",
     "PaSCaV1", "PaSCaV1Config", "PaSCaV2", "PaSCaV2Config", "PaSCaV3", "PaSCaV3Config",
+    "GCN", "GCNConfig", "GraphSAGE", "SAGEConfig", "GAT", "GATConfig",
     "MODELS", "build_model", "model_config", "default_train_config",
 ]
 
@@ -36,6 +38,7 @@ MODELS: Dict[str, Tuple[type, type, str]] = {
     "pasca-v1": (PaSCaV1, PaSCaV1Config, "PaSca-V1: lazy PPR, learnable hop weights, residual MLP"),
     "pasca-v2": (PaSCaV2, PaSCaV2Config, "PaSca-V2: per-node gated hop weights, residual MLP"),
     "pasca-v3": (PaSCaV3, PaSCaV3Config, "PaSca-V3: V2 + PPR post-propagation of predictions"),
+    **MESSAGE_PASSING_MODELS,
 }
 
 
