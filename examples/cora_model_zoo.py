@@ -37,6 +37,10 @@ GRIDS: Dict[str, Any] = {
     "pasca-v3": ({"k": [3, 6], "dropout": [0.5, 0.8]}, {"weight_decay": [5e-4, 1e-3]}),
     "gamlp": ({"attention": ["jk", "recursive"], "input_dropout": [0.0, 0.3], "att_dropout": [0.0, 0.3]},
               {"weight_decay": [5e-4]}),
+    # message-passing baselines: their papers' Cora presets, no search
+    "gcn": ({}, {}),
+    "sage": ({}, {}),
+    "gat": ({}, {}),
 }
 
 

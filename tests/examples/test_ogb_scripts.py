@@ -184,7 +184,8 @@ OFFICIAL = {
                          "residual": False, "batch_norm": True, "graph_op": "adj", "r": 0.5, "self_loops": True,
                          "normalize_features": False},
         "train": {"lr": 0.001, "weight_decay": 0.0, "batch_size": 5000, "patience": 300},
-        "rlu": {"stages": [100, 150, 150, 150], "threshold": 0.0, "temperature": 0.001, "gamma": 0.5},
+        "rlu": {"stages": [100, 150, 150, 150], "threshold": 0.0, "temperature": 0.001, "gamma": 0.5,
+                "candidates": "val_test"},
         "seeds": 3,
     },
 }
