@@ -6,18 +6,29 @@ from sgl.errors import ConfigError, FeatureError
 from sgl.models.features import FullGraphInput
 from sgl.models.message_passing import (
     GAT,
-    _input_dropout,
     GCN,
     MESSAGE_PASSING_MODELS,
     GATConfig,
     GCNConfig,
     GraphSAGE,
     SAGEConfig,
+    _input_dropout,
 )
 from sgl.ops import row_normalize
 from sgl.tasks import TrainConfig, run_node_classification
 
 ALL = [(GCN, GCNConfig), (GraphSAGE, SAGEConfig), (GAT, GATConfig)]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """These graphs are tiny: one intra-op thread is as fast, and it cannot stall waiting for
+    a busy core (measured on a shared 2-core box with other processes running: the two-seed
+    Cora GCN run took 13 s with one thread and 143 s with two)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("model_cls, config_cls", ALL)
@@ -106,6 +117,8 @@ def test_config_validation_errors(small_graph):
         GATConfig(attention_dropout=-0.1)
     with pytest.raises(ConfigError, match="normalize_features"):
         GATConfig(normalize_features="yes")
+    with pytest.raises(ConfigError, match="GAT takes a GATConfig, got GCNConfig"):
+        GAT(5, 3, GCNConfig())
     with pytest.raises(ConfigError, match="num_classes >= 2"):
         GCN(5, 1)
     with pytest.raises(FeatureError, match="expected \\[6, 7\\]"):
