@@ -131,11 +131,11 @@ def measure(label: str, build: Callable[[], torch.nn.Module], graph: Any, epochs
     }
 
 
-def _sgap_builder(name: str, graph: Any) -> Callable[[], torch.nn.Module]:
+def _sgap_builder(name: str, graph: Any, options: Optional[Dict[str, Any]] = None) -> Callable[[], torch.nn.Module]:
     model_cls, config_cls, _ = sgl.models.MODELS[name.lower()]
     # CSBM features are Gaussian: their row sums can be ~0, so no row normalisation
     overrides = {"normalize_features": False} if "normalize_features" in config_cls.__dataclass_fields__ else {}
-    config = config_cls(**overrides)
+    config = sgl.models.model_config(name, **{**overrides, **(options or {})})
     return lambda: sgl.models.build_model(name, graph.num_features, graph.num_classes, config)
 
 
@@ -155,6 +155,8 @@ def main(argv: Optional[List[str]] = None) -> List[Dict[str, Any]]:
     parser.add_argument("--pyg", action="store_true", help="also time raw torch_geometric GCN/GAT stacks")
     parser.add_argument("--skip-gat", action="store_true", help="leave out GAT (the slowest by far)")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--model-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a field of the SGL model's config, e.g. dropout=0.5")
     args = parser.parse_args(argv)
     if args.model.lower() not in sgl.models.MODELS:
         parser.error(f"unknown --model {args.model!r}; available: {', '.join(sorted(sgl.models.MODELS))}")
@@ -172,7 +174,11 @@ def main(argv: Optional[List[str]] = None) -> List[Dict[str, Any]]:
           f"test nodes; built in {time.perf_counter() - start:.1f}s; torch threads={torch.get_num_threads()}")
 
     sgap_overrides = {} if args.batch_size is None else {"batch_size": args.batch_size}
-    plan = [(f"sgl:{args.model}", _sgap_builder(args.model, graph), sgap_overrides),
+    options = {}
+    for item in args.model_option:
+        key, _, value = item.partition("=")
+        options[key] = json.loads(value) if value[:1] in "0123456789-[{tf" else value
+    plan = [(f"sgl:{args.model}", _sgap_builder(args.model, graph, options), sgap_overrides),
             ("gcn", lambda: GCN(graph.num_features, graph.num_classes,
                                 GCNConfig(normalize_features=False)), {})]
     if not args.skip_gat:

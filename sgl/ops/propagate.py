@@ -55,7 +55,8 @@ def _progress(total: int, enabled: bool, desc: str):
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="step", leave=False)
+    # disable=None: no bar when stderr is not a terminal (logs, CI), as tqdm recommends
+    return tqdm(total=total, desc=desc, unit="step", leave=False, disable=None)
 
 
 def _tensor_digest(t: torch.Tensor) -> str:

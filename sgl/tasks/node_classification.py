@@ -230,7 +230,7 @@ class Trainer:
         if cfg.progress:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=cfg.epochs, desc=f"train seed {seed}", leave=False)
+            bar = tqdm(total=cfg.epochs, desc=f"train seed {seed}", leave=False, disable=None)
         start = time.perf_counter()
         for epoch in range(cfg.epochs):
             model.train()
