@@ -68,6 +68,14 @@ class GAMLPConfig(SGAPConfig):
             raise ConfigError(f"GAMLP needs k >= 1 hops, got {self.k}")
         if self.label_hops < 0 or self.label_layers < 1 or self.jk_layers < 1:
             raise ConfigError("label_hops must be >= 0 and label_layers, jk_layers >= 1")
+        # the SGAP fields GAMLP replaces with its attention must not be set silently
+        ignored = {name: value for name, value, default in (
+            ("message", self.message, "last"), ("hop_start", self.hop_start, 0),
+            ("message_options", self.message_options, {}), ("base_model", self.base_model, "mlp"),
+            ("post_steps", self.post_steps, 0)) if value != default}
+        if ignored:
+            raise ConfigError(f"GAMLP combines hops with its own attention; {sorted(ignored)} do not apply "
+                              f"(use attention=jk|recursive)")
 
 
 def propagate_labels(graph: Any, label_matrix: torch.Tensor, hops: int) -> torch.Tensor:

@@ -78,3 +78,5 @@ def test_config_errors():
         GAMLPConfig(k=0)
     with pytest.raises(ConfigError, match="label_hops"):
         GAMLPConfig(label_hops=-1)
+    with pytest.raises(ConfigError, match="do not apply"):
+        GAMLPConfig(message="concat")
