@@ -47,11 +47,10 @@ Output: as ``gamlp_products.py`` (``ogb test accuracy: ...`` lines, ``--out`` re
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from gamlp_runner import PaperResult, run_script
+from gamlp_runner import PaperResult, run_cli, run_script
 
 PRESET = Path(__file__).with_name("gamlp_papers100m.yaml")
 
@@ -69,10 +68,4 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
 
 
 if __name__ == "__main__":
-    from sgl.errors import SGLError
-
-    try:
-        main()
-    except SGLError as exc:  # bad input: one readable line, as `sgl train` does
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+    run_cli(main)

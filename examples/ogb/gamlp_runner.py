@@ -36,8 +36,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import platform
-import resource
 import statistics
 import time
 from dataclasses import dataclass
@@ -52,9 +50,9 @@ from sgl.device import get_device
 from sgl.errors import ConfigError
 from sgl.fileio import atomic_write
 from sgl.models import GAMLP, GAMLPConfig, NodeFeatures, model_config
-from sgl.models.gamlp import train_label_matrix
-from sgl.ops import NormalizedAdjacency
+from sgl.models.gamlp import propagate_labels, train_label_matrix
 from sgl.tasks import Distillation, RLUConfig, TrainConfig, Trainer, summarize
+from sgl.tasks.node_classification import peak_rss_mb
 
 __all__ = ["PaperResult", "load_run_config", "build_parser", "run_gamlp", "run_script", "labelled_rows"]
 
@@ -125,35 +123,6 @@ def _rows_graph(graph: Graph, rows: torch.Tensor) -> Graph:
     return sub
 
 
-class _LabelInput:
-    """GAMLP's label input: ``label_hops`` steps of mean aggregation ``D⁻¹A`` of a seed matrix.
-
-    Same operator and arithmetic as :func:`sgl.models.gamlp.propagate_labels`, but the
-    adjacency is built once per run and only the current hop is kept in memory.
-    """
-
-    def __init__(self, graph: Graph, hops: int) -> None:
-        self.graph, self.hops = graph, hops
-        self.op = NormalizedAdjacency(r=0.0, self_loops=False)
-        self._adj: Optional[torch.Tensor] = None
-        self.seconds = 0.0
-
-    def __call__(self, seed: torch.Tensor) -> torch.Tensor:
-        start = time.perf_counter()
-        if self._adj is None:
-            self._adj = self.op.adjacency(self.graph, seed.dtype)
-        out = seed
-        for _ in range(self.hops):
-            out = self.op.apply(self._adj, out)
-        self.seconds += time.perf_counter() - start
-        return out
-
-
-def _peak_rss_mb() -> float:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / (1024 * 1024) if platform.system() == "Darwin" else peak / 1024
-
-
 def run_gamlp(graph: Graph, config: GAMLPConfig, train_config: TrainConfig, rlu_config: Optional[RLUConfig],
               seeds: Sequence[int], cache_dir: Optional[str] = None) -> Dict[str, Any]:
     """Precompute once, then train GAMLP on every seed — all RLU stages when ``rlu_config`` is set.
@@ -180,12 +149,15 @@ def run_gamlp(graph: Graph, config: GAMLPConfig, train_config: TrainConfig, rlu_
         feature_hops = [hop[rows] for hop in feature_hops]
     precompute_time = time.perf_counter() - start
 
-    label_input = _LabelInput(graph, config.label_hops) if config.label_hops > 0 else None
+    label_seconds = 0.0
 
     def label_rows(seed_matrix: torch.Tensor) -> List[torch.Tensor]:
-        if label_input is None:
+        nonlocal label_seconds
+        if config.label_hops < 1:
             return []
-        out = label_input(seed_matrix)
+        start = time.perf_counter()
+        out = propagate_labels(graph, seed_matrix, config.label_hops)
+        label_seconds += time.perf_counter() - start
         return [out if rows is None else out[rows]]
 
     first_label = label_rows(train_label_matrix(graph))
@@ -221,9 +193,9 @@ def run_gamlp(graph: Graph, config: GAMLPConfig, train_config: TrainConfig, rlu_
         "seeds": seeds,
         "runs": runs,
         "precompute_time_s": precompute_time,
-        "label_propagation_time_s": 0.0 if label_input is None else label_input.seconds,
+        "label_propagation_time_s": label_seconds,
         "train_time_s": sum(s["train_time_s"] for run in runs for s in stage_runs(run)),
-        "peak_rss_mb": _peak_rss_mb(),
+        "peak_rss_mb": peak_rss_mb(),
         "trained_rows": work.num_nodes,
     }
     metrics = ("train_acc", "val_acc", "test_acc", "test_macro_f1") + (
@@ -337,3 +309,16 @@ def run_script(yaml_path: Path, paper: Dict[str, PaperResult], description: str,
             json.dump(record, handle, indent=2)
         print_fn(f"record: {args.out}")
     return record
+
+
+def run_cli(main: Callable[[], Any]) -> None:
+    """Entry point of the scripts: bad input becomes one readable line, as in `sgl train`."""
+    import sys
+
+    from sgl.errors import SGLError
+
+    try:
+        main()
+    except SGLError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)

@@ -34,7 +34,7 @@ from sgl.errors import ConfigError, FeatureError
 from sgl.models.features import NodeFeatures, to_device
 from sgl.tasks.metrics import accuracy, macro_f1
 
-__all__ = ["TrainConfig", "Trainer", "Distillation", "run_node_classification", "summarize", "seed_everything"]
+__all__ = ["TrainConfig", "Trainer", "Distillation", "peak_rss_mb", "run_node_classification", "summarize", "seed_everything"]
 
 
 def seed_everything(seed: int) -> None:
@@ -289,7 +289,8 @@ def _ogb_evaluator(graph: Any) -> Optional[Callable[[torch.Tensor, torch.Tensor]
     return evaluate
 
 
-def _peak_rss_mb() -> float:
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MB (ru_maxrss, platform-corrected)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (1024 * 1024) if platform.system() == "Darwin" else peak / 1024
 
@@ -331,7 +332,7 @@ def run_node_classification(model_factory: Callable[[], torch.nn.Module], graph:
         "precompute_time_s": precompute_time,
         "train_time_s": sum(r["train_time_s"] if "stages" not in r else sum(s["train_time_s"] for s in r["stages"])
                             for r in runs),
-        "peak_rss_mb": _peak_rss_mb(),
+        "peak_rss_mb": peak_rss_mb(),
     }
     for key in ("train_acc", "val_acc", "test_acc", "test_macro_f1") + (("ogb_test_acc",) if "ogb_test_acc" in runs[0] else ()):
         record[key] = summarize([r[key] for r in runs])
