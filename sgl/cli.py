@@ -12,6 +12,7 @@ input are printed as one ``error:`` line with exit status 2, never as a tracebac
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -20,6 +21,31 @@ from typing import Any, Dict, List, Optional, Sequence
 from sgl.errors import ConfigError, SGLError
 
 __all__ = ["main", "build_parser"]
+
+# Subcommands that live with their subpackage: each module defines
+# ``register(subparsers)``, adding its parser(s) with ``set_defaults(handler=fn)``
+# where ``fn(args) -> int``.
+_COMMAND_MODULES = ("sgl.search.cli", "sgl.samplers.cli", "sgl.systems.cli")
+
+# ``sgl train --task NAME``: "node" (node classification) is built in; every other task
+# lives in its module, which defines ``add_train_arguments(group)`` (flags only that
+# task reads) and ``cli_train(args) -> int``.
+_TASK_MODULES = {
+    "link": "sgl.tasks.link_prediction",
+    "cluster": "sgl.tasks.clustering",
+    "graph": "sgl.tasks.graph_classification",
+    "ctr": "sgl.tasks.ctr",
+}
+
+
+def _optional_module(name: str):
+    """Import a plug-in module; None when that subpackage is not part of this build."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and name.startswith(exc.name):
+            return None
+        raise
 
 
 def _parse_value(text: str) -> Any:
@@ -90,12 +116,26 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--cache-dir", help="cache propagated features here (keyed by graph, features, operator)")
     train.add_argument("--out", help="write the result record (config, per-seed metrics, timings) as JSON")
     train.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    tasks = {"node": None, **{k: _optional_module(v) for k, v in _TASK_MODULES.items()}}
+    tasks = {k: v for k, v in tasks.items() if k == "node" or v is not None}
+    train.add_argument("--task", default="node", choices=sorted(tasks),
+                       help="node (node classification, default)" + "".join(
+                           f", {k}" for k in sorted(tasks) if k != "node"))
+    for name, module in sorted(tasks.items()):
+        if module is not None and hasattr(module, "add_train_arguments"):
+            module.add_train_arguments(train.add_argument_group(f"--task {name}"))
+    train.set_defaults(handler=cmd_train)
 
     datasets = sub.add_parser("datasets", help="dataset registry")
     datasets_sub = datasets.add_subparsers(dest="datasets_command", required=True)
     datasets_sub.add_parser("list", help="list registered datasets")
+    datasets.set_defaults(handler=cmd_datasets)
 
-    sub.add_parser("models", help="list available models")
+    sub.add_parser("models", help="list available models").set_defaults(handler=cmd_models)
+    for name in _COMMAND_MODULES:
+        module = _optional_module(name)
+        if module is not None:
+            module.register(sub)
     return parser
 
 
@@ -148,6 +188,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from sgl.models import build_model, default_train_config, model_config
     from sgl.tasks import TrainConfig, run_node_classification
 
+    if args.task != "node":
+        return importlib.import_module(_TASK_MODULES[args.task]).cli_train(args)
     config = _train_config(args)
     model_cfg = model_config(config["model"], **config["model_config"])
     try:
@@ -217,9 +259,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"train": cmd_train, "datasets": cmd_datasets, "models": cmd_models}
     try:
-        return handlers[args.command](args)
+        return args.handler(args)
     except SGLError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
