@@ -25,6 +25,10 @@ __all__ = [
     "CommError",
     "DeviceError",
     "CacheError",
+    "StoreError",
+    "SearchError",
+    "PlanError",
+    "EmbeddingError",
 ]
 
 
@@ -62,3 +66,19 @@ class DeviceError(SGLError, RuntimeError):
 
 class CacheError(SGLError):
     """An on-disk cache entry is unreadable or does not match its key."""
+
+
+class StoreError(DatasetError):
+    """A disk-backed graph/feature store is truncated, corrupt or does not match its manifest."""
+
+
+class SearchError(SGLError):
+    """An auto-search study cannot be created, opened or resumed (bad storage URL, corrupt study)."""
+
+
+class PlanError(ConfigError):
+    """A parallel plan or its inputs are invalid or infeasible (device counts, memory budget, profiles)."""
+
+
+class EmbeddingError(SGLError, ValueError):
+    """An embedding table, sketch or cache got ids, budgets or ratios it cannot serve."""
