@@ -13,6 +13,8 @@ Example:
     >>> "cora" in [name for name, _, _ in sgl.datasets.list_datasets()]
     True
 """
+from sgl.datasets.ctr import (CTRData, load_avazu, load_criteo, load_movielens_100k, load_synthetic_ctr,
+                              make_synthetic_ctr)
 from sgl.datasets.download import default_root, fetch
 from sgl.datasets.geomgcn import load_geomgcn, read_geomgcn
 from sgl.datasets.graph_dataset import GraphDataset
@@ -46,4 +48,10 @@ __all__ = [
     "planetoid_split",
     "fetch",
     "default_root",
+    "CTRData",
+    "make_synthetic_ctr",
+    "load_criteo",
+    "load_avazu",
+    "load_movielens_100k",
+    "load_synthetic_ctr",
 ]

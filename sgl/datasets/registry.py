@@ -27,7 +27,7 @@ __all__ = ["register", "load", "list_datasets"]
 
 PathLike = Union[str, os.PathLike]
 
-_TASKS = ("node", "graph", "link", "recommendation")
+_TASKS = ("node", "graph", "link", "recommendation", "ctr")
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def register(name: str, loader: Callable[..., Any], description: str, task: str 
         name: the dataset's name (matched case-insensitively, ``_`` = ``-``).
         loader: a callable taking ``root`` (a folder or ``None``) and keyword options.
         description: one line shown by ``sgl datasets`` / :func:`list_datasets`.
-        task: ``"node"``, ``"graph"``, ``"link"`` or ``"recommendation"``.
+        task: ``"node"``, ``"graph"``, ``"link"``, ``"recommendation"`` or ``"ctr"``.
         overwrite: replace an existing entry instead of raising.
 
     Example:
@@ -203,6 +203,15 @@ def _register_builtins() -> None:
              "OGB Amazon products graph, 2.4M nodes, 47 classes, sales-rank split")
     register("ogbn-papers100M", functools.partial(load_ogb, "ogbn-papers100M"),
              "OGB papers100M citation graph, 111M nodes, 172 classes (binary npz layout)")
+    from sgl.datasets import ctr
+
+    register("criteo", ctr.load_criteo, "Criteo display ads CTR: label, 13 dense, 26 categorical "
+             "(streaming TSV/CSV, or the HET sampled .npy arrays)", task="ctr")
+    register("avazu", ctr.load_avazu, "Avazu mobile ads CTR: 22 categorical fields", task="ctr")
+    register("movielens-100k", ctr.load_movielens_100k,
+             "MovieLens-100k as implicit CTR (rating >= 4), user/item/age/gender/occupation/genre", task="ctr")
+    register("synthetic-ctr", ctr.load_synthetic_ctr,
+             "seeded synthetic CTR: Zipf ids per field, planted logistic ground truth", task="ctr")
 
 
 _register_builtins()
