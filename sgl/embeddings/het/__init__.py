@@ -1,0 +1,19 @@
+"""HET: per-worker embedding cache with bounded staleness over a sharded parameter server.
+
+One worker = :class:`HETEmbedding` (an ``ids -> embeddings`` module) holding a
+:class:`HETWorker` (protocol) and an :class:`EmbeddingCache` (LRU/LFU/pinned LFU),
+talking to the server through a :class:`Transport`: the in-process
+:class:`LocalTransport` (simulator with exact byte counts) or the multi-process
+:class:`DistTransport` (over :mod:`sgl.comm`).
+"""
+from sgl.embeddings.het.cache import POLICIES, CachePolicy, EmbeddingCache
+from sgl.embeddings.het.embedding import HETConfig, HETEmbedding, HETWorker, check_ids
+from sgl.embeddings.het.server import PullReply, ServerShard, ShardedServer, init_rows
+from sgl.embeddings.het.transport import DistTransport, LocalTransport, TrafficStats, Transport
+
+__all__ = [
+    "CachePolicy", "POLICIES", "EmbeddingCache",
+    "HETConfig", "HETEmbedding", "HETWorker", "check_ids",
+    "PullReply", "ServerShard", "ShardedServer", "init_rows",
+    "Transport", "LocalTransport", "DistTransport", "TrafficStats",
+]

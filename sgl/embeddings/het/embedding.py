@@ -1,0 +1,265 @@
+"""HET: a cached embedding table over a parameter server with bounded staleness.
+
+Protocol per batch (after HET, VLDB'22; see the module docs of
+:mod:`sgl.embeddings.het`):
+
+``lookup`` -- the worker sends ``(key, cached version or -1)`` for every unique
+key of the batch; the server returns the rows that are new to the worker or
+more than ``bound`` updates ahead of its version, and the worker re-applies its
+own unpushed deltas on top.  So a read misses at most ``bound`` server updates.
+
+``update`` -- the SGD delta ``-lr * grad`` of each unique key is applied to the
+cached value and accumulated as pending; a line pushes its pending deltas and
+update count once it holds more than ``push_bound`` local updates, and always
+when evicted.  With ``bound = 0`` every read is fresh and every update is
+pushed at once: synchronous sparse SGD.
+
+An *update* is one SGD step on a row (``update_unit="step"``: a key updated by
+one batch counts 1 however often it occurs in it) or, as in the official HET
+code, one occurrence (``update_unit="occurrence"``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from sgl.embeddings.het.cache import POLICIES, CachePolicy, EmbeddingCache
+from sgl.embeddings.het.transport import Transport
+from sgl.errors import ConfigError, EmbeddingError
+
+__all__ = ["HETConfig", "HETWorker", "HETEmbedding", "check_ids"]
+
+
+@dataclass
+class HETConfig:
+    """Configuration of one HET worker.
+
+    ``cache_capacity`` is in lines (rows); ``bound`` bounds reads and, unless
+    ``push_bound`` is given, writes.
+    """
+
+    num_embeddings: int
+    embedding_dim: int
+    cache_capacity: int
+    policy: CachePolicy = "lfu_pinned"
+    bound: int = 10
+    push_bound: int | None = None
+    lr: float = 0.01
+    update_unit: Literal["step", "occurrence"] = "step"
+    pin_threshold: int = 10
+
+    def __post_init__(self) -> None:
+        for name in ("num_embeddings", "embedding_dim"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ConfigError(f"HETConfig.{name} must be an int >= 1, got {v!r}.")
+        if not isinstance(self.cache_capacity, int) or self.cache_capacity < 0:
+            raise ConfigError(
+                f"HETConfig.cache_capacity must be an int >= 0 (cache lines), got {self.cache_capacity!r}."
+            )
+        for name in ("bound", "push_bound"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+                raise ConfigError(f"HETConfig.{name} must be an int >= 0, got {v!r}.")
+        if self.policy not in POLICIES:
+            raise ConfigError(f"HETConfig.policy must be one of {POLICIES}, got {self.policy!r}.")
+        if self.update_unit not in ("step", "occurrence"):
+            raise ConfigError(
+                f"HETConfig.update_unit must be 'step' or 'occurrence', got {self.update_unit!r}."
+            )
+        if not self.lr > 0:
+            raise ConfigError(f"HETConfig.lr must be > 0, got {self.lr!r}.")
+
+    @property
+    def write_bound(self) -> int:
+        return self.bound if self.push_bound is None else self.push_bound
+
+
+def check_ids(ids: torch.Tensor, num_embeddings: int, who: str) -> None:
+    """Raise EmbeddingError unless ``ids`` is an integer tensor with values in range."""
+    if not isinstance(ids, torch.Tensor) or ids.dtype not in (torch.int64, torch.int32):
+        raise EmbeddingError(
+            f"{who}: ids must be an int64/int32 tensor, got "
+            f"{ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__}."
+        )
+    if ids.numel():
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= num_embeddings:
+            raise EmbeddingError(
+                f"{who}: ids must be in [0, {num_embeddings}), got values in [{lo}, {hi}]. "
+                "Fix: remap ids per field (sgl.datasets CTRData.global_ids) or enlarge the table."
+            )
+
+
+class HETWorker:
+    """The cache protocol of one worker (no autograd; see :class:`HETEmbedding`)."""
+
+    def __init__(self, config: HETConfig, transport: Transport) -> None:
+        if transport.num_embeddings != config.num_embeddings or transport.dim != config.embedding_dim:
+            raise ConfigError(
+                f"HETWorker: transport serves a {transport.num_embeddings}x{transport.dim} table, "
+                f"config asks for {config.num_embeddings}x{config.embedding_dim}."
+            )
+        self.config, self.transport = config, transport
+        self.cache = EmbeddingCache(config.num_embeddings, config.embedding_dim,
+                                    config.cache_capacity, config.policy, config.pin_threshold)
+        self._evicted: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self._batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        #: Server version each value of the last lookup reflects (for staleness checks).
+        self.read_versions = torch.zeros(0, dtype=torch.int64)
+        self.lookups = 0
+        self.hits = 0
+
+    def lookup(self, keys: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        """Values ``[len(keys), dim]`` of unique ``keys`` (int64) used ``counts`` times."""
+        cache, dim = self.cache, self.config.embedding_dim
+        cache.tick()
+        slots = cache.locate(keys)
+        hit = slots >= 0
+        self.lookups += keys.numel()
+        self.hits += int(hit.sum())
+        cache.touch(slots[hit])
+        miss = (~hit).nonzero().flatten()
+        new_slots, evicted = cache.admit(keys[miss], counts[miss])
+        if evicted[0].numel():
+            self._evicted.append(evicted)
+        slots[miss] = new_slots
+        cached = slots >= 0
+        versions = torch.full((keys.numel(),), -1, dtype=torch.int64)
+        versions[cached] = cache.version[slots[cached]]
+        reply = self.transport.pull(keys, versions, self.config.bound)
+        out = torch.empty(keys.numel(), dim)
+        out[cached] = cache.value[slots[cached]]
+        pos = reply.positions
+        assert reply.versions is not None
+        into_cache = cached[pos]
+        s = slots[pos[into_cache]]
+        cache.value[s] = reply.values[into_cache] + cache.pending[s]
+        cache.version[s] = reply.versions[into_cache]
+        out[pos] = reply.values
+        out[pos[into_cache]] = cache.value[s]
+        read = versions.clone()
+        read[pos] = reply.versions
+        self.read_versions = read
+        self._batch = (keys, slots, counts)
+        return out
+
+    def update(self, keys: torch.Tensor, deltas: torch.Tensor, counts: torch.Tensor) -> None:
+        """Apply SGD ``deltas`` of the last lookup's ``keys`` and push what is due."""
+        if self._batch is None or not torch.equal(self._batch[0], keys):
+            raise EmbeddingError(
+                "HETWorker.update: keys differ from the last lookup. Fix: call update once per "
+                "lookup, with the same keys, before the next lookup."
+            )
+        cache = self.cache
+        _, slots, _ = self._batch
+        self._batch = None
+        cached = slots >= 0
+        s = slots[cached]
+        cache.value[s] += deltas[cached]
+        cache.pending[s] += deltas[cached]
+        cache.updates[s] += counts[cached]
+        due = s[cache.updates[s] > self.config.write_bound]
+        parts = [(cache.keys[due], cache.pending[due].clone(), cache.updates[due].clone())]
+        cache.version[due] += cache.updates[due]
+        cache.pending[due] = 0.0
+        cache.updates[due] = 0
+        bypass = ~cached
+        parts.append((keys[bypass], deltas[bypass], counts[bypass]))
+        self._push(parts)
+
+    def _push(self, parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> None:
+        parts = parts + self._evicted
+        self._evicted = []
+        self.transport.push(
+            torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]),
+            torch.cat([p[2] for p in parts]),
+        )
+
+    def flush(self) -> None:
+        """Push every unpushed update (cached lines and evicted ones)."""
+        cache = self.cache
+        due = ((cache.keys >= 0) & (cache.updates > 0)).nonzero().flatten()
+        parts = [(cache.keys[due], cache.pending[due].clone(), cache.updates[due].clone())]
+        cache.version[due] += cache.updates[due]
+        cache.pending[due] = 0.0
+        cache.updates[due] = 0
+        self._push(parts)
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / max(self.lookups, 1)
+
+
+class HETEmbedding(nn.Module):
+    r"""Embedding lookup ``ids [*] -> [*, dim]`` served by a HET cache over a parameter server.
+
+    The table is trained by SGD inside the layer: call :meth:`step` after
+    ``loss.backward()`` (the layer has no ``nn.Parameter``; the dense part of a
+    model uses any torch optimizer as usual), and :meth:`flush` at the end.
+    With ``bound=0`` and one worker this is exactly SGD on a full table.
+
+    >>> from sgl.embeddings.het import ShardedServer, LocalTransport
+    >>> cfg = HETConfig(num_embeddings=50, embedding_dim=4, cache_capacity=8, bound=2, lr=0.1)
+    >>> emb = HETEmbedding(cfg, LocalTransport(ShardedServer(50, 4, num_shards=2)))
+    >>> out = emb(torch.tensor([[1, 7], [7, 3]]))
+    >>> out.sum().backward(); emb.step(); emb.flush()
+    >>> tuple(out.shape), emb.transport.stats.rows_fetched
+    ((2, 2, 4), 3)
+    """
+
+    def __init__(self, config: HETConfig, transport: Transport) -> None:
+        super().__init__()
+        self.config, self.transport = config, transport
+        self.worker = HETWorker(config, transport)
+        self._pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.config.embedding_dim
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        check_ids(ids, self.config.num_embeddings, "HETEmbedding")
+        if self._pending is not None:
+            raise EmbeddingError(
+                "HETEmbedding: the previous training batch was never applied. Fix: call "
+                "loss.backward() and emb.step() after each training forward (use eval() or "
+                "torch.no_grad() for lookups that do not train)."
+            )
+        uniq, inverse, counts = torch.unique(ids.reshape(-1).long(), return_inverse=True,
+                                             return_counts=True)
+        rows = self.worker.lookup(uniq, counts)
+        if self.training and torch.is_grad_enabled():
+            rows.requires_grad_(True)
+            self._pending = (uniq, counts, rows)
+        else:
+            self.worker._batch = None
+        return F.embedding(inverse, rows).reshape(*ids.shape, self.config.embedding_dim)
+
+    def step(self) -> None:
+        """Apply the SGD update of the last training batch (and push what is due)."""
+        if self._pending is None:
+            raise EmbeddingError("HETEmbedding.step: no training batch to apply (call forward first).")
+        uniq, counts, rows = self._pending
+        self._pending = None
+        grad = rows.grad if rows.grad is not None else torch.zeros_like(rows)
+        delta = grad * (-self.config.lr)
+        n = counts if self.config.update_unit == "occurrence" else torch.ones_like(counts)
+        self.worker.update(uniq, delta, n)
+
+    def flush(self) -> None:
+        """Push all unpushed updates (end of training; collective for DistTransport)."""
+        self.worker.flush()
+
+    def memory_bytes(self) -> int:
+        """Bytes held by this worker: the cache (the server's table is not counted)."""
+        return self.worker.cache.memory_bytes()
+
+    def extra_repr(self) -> str:
+        c = self.config
+        return (f"{c.num_embeddings}, {c.embedding_dim}, capacity={c.cache_capacity}, "
+                f"policy={c.policy}, bound={c.bound}, push_bound={c.write_bound}")

@@ -1,0 +1,219 @@
+"""How a HET worker talks to the parameter server: one interface, two transports.
+
+* :class:`LocalTransport` -- an in-process simulator over a shared
+  :class:`~sgl.embeddings.het.server.ShardedServer`; deterministic, with exact
+  byte accounting. Several workers share one server and run in any order.
+* :class:`DistTransport` -- real processes over :mod:`sgl.comm` (Gloo on
+  127.0.0.1 or any torch.distributed group): every rank is a worker *and*
+  hosts server shard ``rank`` (rows ``k % world == rank``); a pull or push is
+  one round of ``all_to_all``, so every rank must call :meth:`pull` /
+  :meth:`push` the same number of times and in the same mode.
+
+Bytes are counted per message as the protocol defines them: a key 8 B, a
+version 8 B, an update count 8 B, a value ``4 * dim`` B (float32).  A versioned
+pull sends ``(key, version)`` for every requested key and receives
+``(position, version, value)`` for the refreshed ones; a version-less pull (the
+no-cache parameter-server baseline) sends keys and receives one value per key.
+A push sends ``(key, delta[, count])``.  The all-to-all size exchange of the
+real transport (one int per peer) is not counted.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import torch
+
+from sgl import comm
+from sgl.embeddings.het.server import PullReply, ServerShard, ShardedServer
+from sgl.errors import CommError, EmbeddingError
+
+__all__ = ["TrafficStats", "Transport", "LocalTransport", "DistTransport"]
+
+_ID_BYTES = 8
+
+
+@dataclass
+class TrafficStats:
+    """Embedding traffic of one worker (bytes are exact protocol bytes)."""
+
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    pulls: int = 0
+    pushes: int = 0
+    keys_requested: int = 0
+    rows_fetched: int = 0
+    rows_pushed: int = 0
+    #: Largest number of server updates a read was allowed to miss (-1: none).
+    max_read_staleness: int = -1
+    history: list[int] = field(default_factory=list, repr=False)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.bytes_sent + self.bytes_received
+
+    def _pull(self, n_keys: int, versioned: bool, n_rows: int, dim: int, stale: int) -> None:
+        self.pulls += 1
+        self.keys_requested += n_keys
+        self.rows_fetched += n_rows
+        self.bytes_sent += n_keys * (_ID_BYTES + (8 if versioned else 0))
+        self.bytes_received += n_rows * (4 * dim + (16 if versioned else 0))
+        self.max_read_staleness = max(self.max_read_staleness, stale)
+
+    def _push(self, n_rows: int, counted: bool, dim: int) -> None:
+        self.pushes += 1
+        self.rows_pushed += n_rows
+        self.bytes_sent += n_rows * (_ID_BYTES + 4 * dim + (8 if counted else 0))
+
+
+class Transport(ABC):
+    """Pull rows from / push deltas to the parameter server."""
+
+    num_embeddings: int
+    dim: int
+    stats: TrafficStats
+
+    @abstractmethod
+    def pull(self, keys: torch.Tensor, versions: torch.Tensor | None, bound: int) -> PullReply:
+        """Rows for ``keys`` (int64, unique).
+
+        With ``versions`` (int64, -1 = not held) only rows that are new to the
+        worker or more than ``bound`` updates behind come back; with
+        ``versions=None`` every row comes back (no-cache baseline).
+        """
+
+    @abstractmethod
+    def push(self, keys: torch.Tensor, deltas: torch.Tensor, counts: torch.Tensor | None) -> None:
+        """Add ``deltas`` to the rows ``keys`` and ``counts`` to their versions."""
+
+
+def _check_request(keys: torch.Tensor, versions: torch.Tensor | None, dim: int,
+                   deltas: torch.Tensor | None = None) -> None:
+    if keys.dtype != torch.int64 or keys.dim() != 1:
+        raise EmbeddingError(f"transport: keys must be a 1-D int64 tensor, got {keys.dtype} {tuple(keys.shape)}.")
+    if versions is not None and versions.shape != keys.shape:
+        raise EmbeddingError(f"transport: versions shape {tuple(versions.shape)} != keys {tuple(keys.shape)}.")
+    if deltas is not None and deltas.shape != (keys.numel(), dim):
+        raise EmbeddingError(f"transport: deltas shape {tuple(deltas.shape)}, expected ({keys.numel()}, {dim}).")
+
+
+class LocalTransport(Transport):
+    """In-process transport of one simulated worker over a shared server.
+
+    >>> server = ShardedServer(100, 8, num_shards=2)
+    >>> t = LocalTransport(server)
+    >>> reply = t.pull(torch.tensor([3, 9]), torch.tensor([-1, -1]), bound=0)
+    >>> reply.positions.tolist(), t.stats.total_bytes   # 2*(8+8) sent, 2*(16+32) received
+    ([0, 1], 128)
+    """
+
+    def __init__(self, server: ShardedServer) -> None:
+        self.server = server
+        self.num_embeddings, self.dim = server.num_embeddings, server.dim
+        self.stats = TrafficStats()
+
+    def pull(self, keys: torch.Tensor, versions: torch.Tensor | None, bound: int) -> PullReply:
+        _check_request(keys, versions, self.dim)
+        reply = self.server.pull(keys, versions, bound)
+        self.stats._pull(keys.numel(), versions is not None, reply.positions.numel(),
+                         self.dim, reply.max_staleness)
+        return reply
+
+    def push(self, keys: torch.Tensor, deltas: torch.Tensor, counts: torch.Tensor | None) -> None:
+        _check_request(keys, None, self.dim, deltas)
+        self.server.push(keys, deltas, counts)
+        self.stats._push(keys.numel(), counts is not None, self.dim)
+
+
+class DistTransport(Transport):
+    """Transport over :mod:`sgl.comm`: each rank is a worker and hosts one server shard.
+
+    Calls are collective over ``group`` (default: the world).  A peer that dies
+    or stops calling makes every other rank raise :class:`CommError` within
+    ``timeout`` seconds, naming the operation and the step.
+    """
+
+    def __init__(
+        self, num_embeddings: int, dim: int, *, seed: int = 0, init_std: float = 0.01,
+        group=None, timeout: float | None = None,
+    ) -> None:
+        if not comm.is_initialized():
+            raise CommError(
+                "DistTransport: sgl.comm is not initialised. Fix: call comm.init() (or run under "
+                "comm.spawn / torchrun) before building the transport, or use LocalTransport."
+            )
+        self.group, self.timeout = group, timeout
+        self.rank = comm.get_rank(group)
+        self.world = comm.get_world_size(group)
+        self.num_embeddings, self.dim = num_embeddings, dim
+        self.shard = ServerShard(self.rank, self.world, num_embeddings, dim, seed=seed, init_std=init_std)
+        self.stats = TrafficStats()
+        #: Largest staleness this rank's shard allowed for any reader.
+        self.served_max_staleness = -1
+        self._calls = 0
+
+    def _exchange(self, parts: list[torch.Tensor], what: str) -> list[torch.Tensor]:
+        try:
+            return comm.all_to_all(parts, group=self.group, timeout=self.timeout)  # type: ignore[return-value]
+        except CommError as exc:
+            raise CommError(
+                f"HET DistTransport.{what} (call {self._calls}) on rank {self.rank}/{self.world}: "
+                f"a peer rank died or stopped training ({exc}). Every rank must run the same "
+                "number of steps; restart the job from the last checkpoint."
+            ) from exc
+
+    def _split(self, keys: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
+        owner = keys % self.world
+        order = torch.argsort(owner, stable=True)
+        counts = torch.bincount(owner, minlength=self.world).tolist()
+        return order, counts
+
+    def pull(self, keys: torch.Tensor, versions: torch.Tensor | None, bound: int) -> PullReply:
+        _check_request(keys, versions, self.dim)
+        self._calls += 1
+        order, counts = self._split(keys)
+        k_sorted = keys[order]
+        if versions is None:
+            request = k_sorted.reshape(-1, 1)
+        else:
+            request = torch.stack([k_sorted, versions[order]], dim=1)
+        incoming = self._exchange(list(request.split(counts)), "pull request")
+        # Serve every source from our shard.
+        meta_out, value_out = [], []
+        for req in incoming:
+            reply = self.shard.pull(req[:, 0], None if versions is None else req[:, 1], bound)
+            self.served_max_staleness = max(self.served_max_staleness, reply.max_staleness)
+            if versions is not None:
+                meta_out.append(torch.stack([reply.positions, reply.versions], dim=1))
+            value_out.append(reply.values)
+        values_in = self._exchange(value_out, "pull reply")
+        base = torch.tensor([0] + counts).cumsum(0)
+        if versions is None:
+            values = torch.cat(values_in)
+            positions = torch.arange(keys.numel())
+            vers = None
+            out = torch.empty_like(values)
+            out[order] = values
+            values = out
+        else:
+            meta_in = self._exchange(meta_out, "pull reply")
+            positions = torch.cat([order[base[s] + m[:, 0]] for s, m in enumerate(meta_in)])
+            vers = torch.cat([m[:, 1] for m in meta_in])
+            values = torch.cat(values_in)
+            sort = torch.argsort(positions)
+            positions, vers, values = positions[sort], vers[sort], values[sort]
+        self.stats._pull(keys.numel(), versions is not None, positions.numel(), self.dim, -1)
+        return PullReply(positions, values, vers, -1)
+
+    def push(self, keys: torch.Tensor, deltas: torch.Tensor, counts: torch.Tensor | None) -> None:
+        _check_request(keys, None, self.dim, deltas)
+        self._calls += 1
+        order, split = self._split(keys)
+        meta = keys[order].reshape(-1, 1) if counts is None else torch.stack([keys[order], counts[order]], 1)
+        meta_in = self._exchange(list(meta.split(split)), "push")
+        deltas_in = self._exchange(list(deltas[order].split(split)), "push")
+        # Apply in source-rank order (deterministic; matches the simulator's order).
+        m, d = torch.cat(meta_in), torch.cat(deltas_in)
+        if m.numel():
+            self.shard.push(m[:, 0], d, None if counts is None else m[:, 1])
+        self.stats._push(keys.numel(), counts is not None, self.dim)
