@@ -1,0 +1,231 @@
+r"""Uniform neighbor sampling with per-layer fan-outs, vectorized over the CSR (numpy).
+
+For every destination node ``v`` with in-degree ``d`` and fan-out ``k`` the sampler keeps
+all ``d`` neighbours when ``d <= k`` and otherwise draws a uniform ``k``-subset of them.
+The subset is drawn with Floyd's algorithm run *simultaneously for all rows*: ``k`` numpy
+steps, each comparing one new draw with the at most ``k`` earlier draws of its row, so the
+cost is ``O(rows * k^2)`` independent of the degree (a random-key sort would cost
+``O(sum of degrees)``, which explodes on power-law hubs). With ``replace=True`` every row
+gets exactly ``k`` independent draws (``d > 0``).
+
+Sampled nodes are relabelled with a persistent ``num_nodes``-sized map that is reset after
+every batch (``O(sampled)`` work, never ``O(num_nodes)``). Destination nodes come first
+among each layer's source nodes, as DGL's blocks and PyG's ``NeighborLoader`` lay them out.
+
+``fanouts[0]`` is the fan-out of the hop next to the seeds (PyG's ``num_neighbors`` order;
+DGL's ``NeighborSampler`` takes the reverse list).
+
+Example:
+    >>> import torch
+    >>> from sgl.data import Graph
+    >>> from sgl.samplers import NeighborSampler
+    >>> g = Graph.from_edge_index(torch.tensor([[0, 1, 2, 3, 1, 2], [1, 0, 1, 1, 2, 3]]))
+    >>> sampler = NeighborSampler(g, fanouts=[2, 2])
+    >>> batch = sampler.sample(torch.tensor([1]), seed=0)
+    >>> [b.size for b in batch.blocks][-1][1], batch.output_nodes.tolist()
+    (1, [1])
+    >>> int(batch.blocks[-1].edge_index.size(1))
+    2
+"""
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from sgl.errors import ConfigError, GraphError
+from sgl.samplers.block import Block, MiniBatch
+
+__all__ = ["CSRAdjacency", "NeighborSampler", "sample_neighbors", "check_fanouts"]
+
+
+def check_fanouts(fanouts: Any) -> List[int]:
+    """Validate fan-outs (a sequence or a ``"15,10"`` string) into a list of positive ints."""
+    if isinstance(fanouts, str):
+        try:
+            fanouts = [int(t) for t in fanouts.split(",") if t.strip()]
+        except ValueError as exc:
+            raise ConfigError(f"fan-outs must be comma-separated integers like '15,10', got {fanouts!r}") from exc
+    if isinstance(fanouts, (Integral,)):
+        fanouts = [fanouts]
+    try:
+        values = list(fanouts)
+    except TypeError as exc:
+        raise ConfigError(f"fan-outs must be a list of positive integers, got {fanouts!r}") from exc
+    if not values:
+        raise ConfigError("fan-outs must name at least one layer, e.g. [15, 10]")
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, Integral) or value <= 0:
+            raise ConfigError(f"every fan-out must be a positive integer, got {values!r}; "
+                              f"use e.g. [15, 10] (hop next to the seeds first)")
+    return [int(v) for v in values]
+
+
+class CSRAdjacency:
+    """In-memory CSR over destinations: ``indices[indptr[v]:indptr[v+1]]`` are ``v``'s in-neighbours.
+
+    The adjacency interface shared with the disk-backed store: ``indptr`` (numpy, in memory)
+    and :meth:`gather` (neighbour ids at edge positions of the given rows).
+    """
+
+    def __init__(self, indptr: Any, indices: Any) -> None:
+        self.indptr = np.ascontiguousarray(_numpy(indptr), dtype=np.int64)
+        self.indices = np.ascontiguousarray(_numpy(indices))
+        if self.indices.dtype.kind not in "iu":
+            raise GraphError(f"indices must be integers, got {self.indices.dtype}")
+        self.num_nodes = int(self.indptr.size - 1)
+
+    @classmethod
+    def from_graph(cls, graph: Any) -> "CSRAdjacency":
+        return cls(graph.indptr, graph.indices)
+
+    def degree(self, nodes: np.ndarray) -> np.ndarray:
+        return self.indptr[nodes + 1] - self.indptr[nodes]
+
+    def gather(self, rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Neighbour ids at absolute edge ``positions``; ``rows`` are the (unique) rows they fall in."""
+        return self.indices[positions].astype(np.int64, copy=False)
+
+
+def _numpy(value: Any) -> np.ndarray:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+def _as_adjacency(graph: Any) -> Any:
+    if hasattr(graph, "gather") and hasattr(graph, "indptr"):
+        return graph
+    if hasattr(graph, "indptr") and hasattr(graph, "indices"):
+        return CSRAdjacency.from_graph(graph)
+    raise GraphError(f"expected a Graph, a CSRAdjacency or a GraphStore, got {type(graph).__name__}")
+
+
+def sample_neighbors(indptr: np.ndarray, nodes: np.ndarray, fanout: int, rng: np.random.Generator,
+                     replace: bool = False) -> Tuple[np.ndarray, np.ndarray]:
+    """Sample edge positions for each of ``nodes``.
+
+    Returns ``(row, position)``: ``row[i]`` indexes ``nodes`` and ``position[i]`` is an absolute
+    edge position into ``indices``. Rows keep all ``d <= fanout`` edges (in CSR order) or a
+    uniform ``fanout``-subset (no duplicates); with ``replace`` exactly ``fanout`` draws per
+    non-empty row.
+    """
+    start = indptr[nodes]
+    deg = indptr[nodes + 1] - start
+    n = nodes.size
+    if replace:
+        counts = np.where(deg > 0, fanout, 0)
+        row = np.repeat(np.arange(n), counts)
+        offset = (rng.random(row.size) * deg[row]).astype(np.int64)
+        return row, start[row] + offset
+    counts = np.minimum(deg, fanout)
+    row = np.repeat(np.arange(n), counts)
+    first = np.cumsum(counts) - counts
+    offset = np.arange(row.size, dtype=np.int64) - np.repeat(first, counts)
+    big = np.flatnonzero(deg > fanout)
+    if big.size:
+        # Floyd's algorithm over all rows at once: step i draws t in [0, d - k + i]; a draw
+        # already taken by this row is replaced by d - k + i (never taken before), which
+        # yields a uniform k-subset with exactly k draws and no rejection loop.
+        d = deg[big]
+        chosen = np.empty((big.size, fanout), dtype=np.int64)
+        draws = rng.random((fanout, big.size))
+        for i in range(fanout):
+            j = d - fanout + i
+            t = (draws[i] * (j + 1)).astype(np.int64)
+            if i:
+                taken = (chosen[:, :i] == t[:, None]).any(axis=1)
+                t = np.where(taken, j, t)
+            chosen[:, i] = t
+        slots = first[big][:, None] + np.arange(fanout)
+        offset[slots.ravel()] = chosen.ravel()
+    return row, start[row] + offset
+
+
+class NeighborSampler:
+    """Uniform multi-hop neighbor sampler producing per-layer :class:`Block` s.
+
+    Args:
+        graph: a :class:`sgl.data.Graph`, a :class:`CSRAdjacency` or a disk-backed
+            :class:`sgl.samplers.GraphStore` (any object with ``indptr`` and ``gather``).
+        fanouts: neighbours per hop, hop next to the seeds first (``[15, 10]``).
+        replace: sample with replacement (exactly ``k`` draws per node).
+
+    :meth:`sample` is deterministic for a given ``seed`` (or numpy ``Generator`` state).
+    """
+
+    def __init__(self, graph: Any, fanouts: Union[Sequence[int], str], replace: bool = False) -> None:
+        self.adj = _as_adjacency(graph)
+        self.fanouts = check_fanouts(fanouts)
+        self.replace = bool(replace)
+        self.num_nodes = int(self.adj.num_nodes)
+        self._map = np.full(self.num_nodes, -1, dtype=np.int64)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.fanouts)
+
+    def _check_seeds(self, seeds: Any) -> np.ndarray:
+        seeds_np = np.asarray(_numpy(seeds)).reshape(-1)
+        if seeds_np.dtype.kind not in "iu":
+            raise GraphError(f"seed nodes must be integer ids, got dtype {seeds_np.dtype}")
+        seeds_np = seeds_np.astype(np.int64, copy=False)
+        if seeds_np.size == 0:
+            raise GraphError("sample() needs at least one seed node")
+        if seeds_np.min() < 0 or seeds_np.max() >= self.num_nodes:
+            raise GraphError(f"seed ids must be in [0, {self.num_nodes}), got range "
+                             f"[{int(seeds_np.min())}, {int(seeds_np.max())}]")
+        if np.unique(seeds_np).size != seeds_np.size:
+            raise GraphError("seed nodes contain duplicates; pass each node once")
+        return seeds_np
+
+    def sample(self, seeds: Any, seed: Optional[int] = None, rng: Optional[np.random.Generator] = None,
+               prune: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> MiniBatch:
+        """Sample the computation graph of ``seeds``.
+
+        ``prune(nodes) -> bool mask`` (optional) is called once with the new nodes of the
+        first hop: masked nodes are not expanded further (their subtree is pruned, OUTRE's
+        historical-embedding trick) and are placed last among ``blocks[-1]``'s sources.
+        """
+        seeds_np = self._check_seeds(seeds)
+        rng = rng if rng is not None else np.random.default_rng(seed)
+        mapping = self._map
+        nodes = seeds_np
+        mapping[nodes] = np.arange(nodes.size)
+        blocks: List[Block] = []
+        frontier_size = nodes.size
+        pruned = np.empty(0, dtype=np.int64)
+        last_inputs = None
+        try:
+            for hop, fanout in enumerate(self.fanouts):
+                frontier = nodes[:frontier_size]
+                row, pos = sample_neighbors(self.adj.indptr, frontier, fanout, rng, self.replace)
+                src = self.adj.gather(frontier, pos)
+                local = mapping[src]
+                new_mask = local < 0
+                if new_mask.any():
+                    fresh = src[new_mask]
+                    uniq, first = np.unique(fresh, return_index=True)
+                    uniq = uniq[np.argsort(first, kind="stable")]  # first-occurrence order
+                    if hop == 0 and prune is not None and len(self.fanouts) > 1:
+                        mask = np.asarray(prune(uniq), dtype=bool)
+                        pruned = uniq[mask]
+                        uniq = np.concatenate([uniq[~mask], pruned])
+                    mapping[uniq] = np.arange(nodes.size, nodes.size + uniq.size)
+                    nodes = np.concatenate([nodes, uniq])
+                    local = mapping[src]
+                edge_index = torch.from_numpy(np.stack([local, row]))
+                blocks.append(Block(edge_index, int(nodes.size), int(frontier_size)))
+                if hop == 0:
+                    last_inputs = nodes
+                frontier_size = nodes.size - (pruned.size if hop == 0 else 0)
+        finally:
+            mapping[nodes] = -1
+        blocks.reverse()
+        return MiniBatch(n_id=torch.from_numpy(nodes), blocks=blocks, output_nodes=torch.from_numpy(seeds_np),
+                         pruned=torch.from_numpy(pruned), last_input_nodes=torch.from_numpy(last_inputs))
+
+    def __repr__(self) -> str:
+        return f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, num_nodes={self.num_nodes})"
