@@ -116,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--cache-dir", help="cache propagated features here (keyed by graph, features, operator)")
     train.add_argument("--out", help="write the result record (config, per-seed metrics, timings) as JSON")
     train.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    train.add_argument("--sampler", help="mini-batch training of sage/gcn on sampled subgraphs: neighbor, "
+                                         "saint-node, saint-edge, saint-rw, cluster (see docs/samplers.md)")
+    train.add_argument("--fanouts", help="neighbours per hop, hop next to the seeds first (default 15,10)")
+    train.add_argument("--memory-budget", help="byte budget for all caches of out-of-core training, e.g. 512MB")
     tasks = {"node": None, **{k: _optional_module(v) for k, v in _TASK_MODULES.items()}}
     tasks = {k: v for k, v in tasks.items() if k == "node" or v is not None}
     train.add_argument("--task", default="node", choices=sorted(tasks),
@@ -191,6 +195,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.task != "node":
         return importlib.import_module(_TASK_MODULES[args.task]).cli_train(args)
     config = _train_config(args)
+    if getattr(args, "sampler", None):
+        from sgl.tasks.minibatch import cli_train_minibatch
+
+        return cli_train_minibatch(args, config)
     model_cfg = model_config(config["model"], **config["model_config"])
     try:
         train_cfg = TrainConfig(**{**default_train_config(config["model"]), **config["train"],

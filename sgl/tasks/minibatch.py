@@ -35,7 +35,7 @@ from sgl.samplers.loader import NodeLoader
 from sgl.samplers.neighbor import NeighborSampler, check_fanouts
 from sgl.tasks.node_classification import TrainConfig, Trainer, peak_rss_mb, seed_everything, summarize
 
-__all__ = ["SamplerConfig", "MinibatchTrainer", "run_minibatch_node_classification"]
+__all__ = ["SamplerConfig", "MinibatchTrainer", "run_minibatch_node_classification", "cli_train_minibatch"]
 
 SAMPLERS = ("neighbor",)
 
@@ -160,3 +160,62 @@ def run_minibatch_node_classification(model_factory: Callable[[], torch.nn.Modul
     for key in ("train_acc", "val_acc", "test_acc", "test_macro_f1"):
         record[key] = summarize([r[key] for r in runs])
     return record
+
+
+def _fmt(stat: Dict[str, float], n: int) -> str:
+    return f"{100 * stat['mean']:.1f} ± {100 * stat['std']:.1f} ({n} seed{'s' if n != 1 else ''})"
+
+
+def cli_train_minibatch(args: Any, config: Dict[str, Any]) -> int:
+    """``sgl train --sampler NAME [--fanouts 15,10]``: sampled mini-batch node classification."""
+    import json
+
+    import sgl.datasets
+    from sgl.fileio import atomic_write
+    from sgl.samplers.models import SampledGNN
+
+    model_name = config["model"]
+    if model_name == "sgc":  # the plain `sgl train` default; sampled training means GraphSAGE by default
+        model_name = "sage"
+    if model_name not in ("sage", "gcn"):
+        raise ConfigError(f"--sampler trains the models sage or gcn, got --model {model_name!r}")
+    sampler_cfg = SamplerConfig(sampler=args.sampler, fanouts=args.fanouts or [15, 10])
+    if getattr(args, "memory_budget", None):
+        raise ConfigError("--memory-budget bounds the caches of out-of-core training (benchmarks/bench_outofcore.py, "
+                          "sgl.samplers.outofcore); in-memory sampled training keeps the whole graph in memory")
+    options = dict(config["model_config"])
+    options.setdefault("num_layers", len(sampler_cfg.fanouts))
+    options.pop("k", None)
+    unknown = set(options) - {"hidden", "num_layers", "dropout", "normalize_features"}
+    if unknown:
+        raise ConfigError(f"unknown model option(s) {sorted(unknown)} for sampled {model_name}; "
+                          f"valid: hidden, num_layers, dropout, normalize_features")
+    try:
+        train_cfg = TrainConfig(**{**SampledGNN.default_train_config, **config["train"],
+                                   "progress": not args.no_progress})
+    except TypeError as exc:
+        raise ConfigError(f"bad training option: {exc}") from exc
+    graph = sgl.datasets.load(config["dataset"], root=config["root"], **config["dataset_options"])
+    print(f"dataset: {config['dataset']} ({graph.num_nodes:,} nodes, {graph.num_edges:,} edges, "
+          f"{graph.num_features} features, {graph.num_classes} classes, "
+          f"split {'/'.join(map(str, graph.split_sizes()))})")
+
+    def factory() -> SampledGNN:
+        return SampledGNN(graph.num_features, graph.num_classes, conv=model_name, **options)
+
+    print(f"model: {factory()!r}, sampler: {sampler_cfg.sampler} fanouts {sampler_cfg.fanouts}")
+    record = run_minibatch_node_classification(factory, graph, config["seeds"], train_cfg, sampler_cfg)
+    n = len(config["seeds"])
+    train_dict = train_cfg.to_dict()
+    train_dict.pop("progress", None)
+    record = {"config": {**config, "model": model_name, "model_config": options, "train": train_dict,
+                         "sampler": sampler_cfg.to_dict()}, **record}
+    print(f"test accuracy: {_fmt(record['test_acc'], n)}")
+    print(f"validation accuracy: {_fmt(record['val_acc'], n)}")
+    print(f"test macro-F1: {_fmt(record['test_macro_f1'], n)}")
+    print(f"time: training {record['train_time_s']:.2f} s ({n} seeds), peak memory {record['peak_rss_mb']:.0f} MB")
+    if args.out:
+        with atomic_write(args.out, "w") as handle:
+            json.dump(record, handle, indent=2)
+        print(f"record: {args.out}")
+    return 0
