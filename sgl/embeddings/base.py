@@ -1,0 +1,104 @@
+"""What every embedding backend shares: id validation, the byte budget of a compression ratio.
+
+A backend is a :class:`torch.nn.Module` mapping global ids int64 ``[..., F]`` to
+``[..., F, dim]`` floats, with :meth:`EmbeddingBackend.memory_bytes` (the exact bytes of its
+parameters plus any auxiliary state such as a sketch) and :meth:`EmbeddingBackend.after_backward`
+(called by the trainer between ``backward()`` and ``optimizer.step()``; adaptive backends
+such as CAFE update their sketch there, static tables do nothing).
+"""
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from typing import Optional
+
+import torch
+from torch import nn
+
+from sgl.errors import EmbeddingError
+
+__all__ = ["EmbeddingBackend", "check_ratio", "budget_bytes", "FLOAT_BYTES"]
+
+#: bytes of one float32 parameter
+FLOAT_BYTES = 4
+
+
+def check_ratio(ratio: object) -> float:
+    """A compression ratio must be a finite number ``>= 1`` (1 = no compression).
+
+    >>> check_ratio(100)
+    100.0
+    """
+    if isinstance(ratio, bool) or not isinstance(ratio, Real) or not math.isfinite(float(ratio)) \
+            or float(ratio) <= 0:
+        raise EmbeddingError(f"compression ratio must be a positive finite number (e.g. 10 for 10x), got {ratio!r}")
+    if float(ratio) < 1:
+        raise EmbeddingError(f"compression ratio {ratio!r} < 1 would use more memory than a full table; "
+                             f"pass a ratio >= 1 (1 = full table)")
+    return float(ratio)
+
+
+def check_size(value: object, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < minimum:
+        raise EmbeddingError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def budget_bytes(num_embeddings: int, dim: int, ratio: float) -> int:
+    """Bytes allowed at ``ratio``: ``max(1, round(num_embeddings / ratio))`` float32 rows of ``dim``.
+
+    Rounding to whole rows lets every backend spend *exactly* the same bytes.
+
+    >>> budget_bytes(1000, 16, 10)
+    6400
+    """
+    num_embeddings = check_size(num_embeddings, "num_embeddings")
+    dim = check_size(dim, "dim")
+    rows = max(1, int(round(num_embeddings / check_ratio(ratio))))
+    return rows * dim * FLOAT_BYTES
+
+
+class EmbeddingBackend(nn.Module):
+    """Base class: ids ``[..., F]`` (int64 in ``[0, num_embeddings)``) → ``[..., F, dim]``."""
+
+    def __init__(self, num_embeddings: int, dim: int) -> None:
+        super().__init__()
+        self.num_embeddings = check_size(num_embeddings, "num_embeddings")
+        self.dim = check_size(dim, "dim")
+
+    def check_ids(self, ids: torch.Tensor) -> torch.Tensor:
+        """Raise :class:`EmbeddingError` on a non-integer tensor or ids outside ``[0, num_embeddings)``."""
+        if not isinstance(ids, torch.Tensor):
+            raise EmbeddingError(f"ids must be a torch.Tensor, got {type(ids).__name__}")
+        if ids.dtype not in (torch.int64, torch.int32):
+            raise EmbeddingError(f"ids must be int64 (or int32), got {ids.dtype}")
+        if ids.numel():
+            low, high = int(ids.min()), int(ids.max())
+            if low < 0 or high >= self.num_embeddings:
+                raise EmbeddingError(f"ids span [{low}, {high}] but this table has num_embeddings="
+                                     f"{self.num_embeddings}; ids must be in [0, {self.num_embeddings}) "
+                                     f"(global ids: per-field ids + field offsets)")
+        return ids.long()
+
+    def memory_bytes(self) -> int:
+        """Exact bytes of the parameters and auxiliary state (sketches, free lists)."""
+        return sum(p.numel() * p.element_size() for p in self.parameters())
+
+    def after_backward(self, optimizer: Optional[torch.optim.Optimizer] = None) -> None:
+        """Hook between ``loss.backward()`` and ``optimizer.step()``; static tables do nothing."""
+
+    def extra_repr(self) -> str:
+        return f"num_embeddings={self.num_embeddings}, dim={self.dim}, bytes={self.memory_bytes():,}"
+
+
+def reset_rows(optimizer: Optional[torch.optim.Optimizer], param: torch.Tensor, rows: torch.Tensor) -> None:
+    """Zero the gradient and per-row optimizer state (Adam moments, ...) of ``param[rows]``:
+    a row handed to a new feature must not carry the previous owner's history."""
+    if rows.numel() == 0:
+        return
+    if param.grad is not None:
+        param.grad[rows] = 0
+    if optimizer is not None:
+        for value in optimizer.state.get(param, {}).values():
+            if isinstance(value, torch.Tensor) and value.shape == param.shape:
+                value[rows] = 0

@@ -1,0 +1,163 @@
+r"""Static embedding tables: full, hashing trick, quotient-remainder.
+
+* :class:`FullEmbedding` — one row per id: ``num_embeddings * dim * 4`` bytes.
+* :class:`HashEmbedding` — ``rows`` shared rows, id ``i`` reads row :math:`h(i) \bmod rows`
+  (a multiplicative hash, so structured id ranges do not collide systematically).
+* :class:`QREmbedding` — quotient-remainder trick (Shi et al., KDD 2020): id ``i`` reads
+  :math:`Q[(i \,//\, m) \bmod q] + R[i \bmod m]`; with ``q * m >= num_embeddings`` every id
+  gets a distinct pair of rows. The ``q + m`` rows fill the byte budget exactly.
+
+``from_ratio`` builds each of them at a compression ratio, spending exactly
+:func:`~sgl.embeddings.base.budget_bytes` bytes.
+"""
+from __future__ import annotations
+
+import math
+from typing import Tuple
+
+import torch
+from torch import nn
+
+from sgl.embeddings.base import FLOAT_BYTES, EmbeddingBackend, budget_bytes, check_size
+from sgl.errors import EmbeddingError
+
+__all__ = ["FullEmbedding", "HashEmbedding", "QREmbedding", "hash_ids"]
+
+_PRIME = 2_147_483_647  # 2^31 - 1
+_MULT = 1_000_000_007
+_MAX_HASHED_ID = 1 << 32  # ids * _MULT stays inside int64
+
+
+def hash_ids(ids: torch.Tensor, rows: int, seed: int = 0) -> torch.Tensor:
+    """Row of each id in a table of ``rows`` rows: ``((id * 1000000007 + c(seed)) mod (2^31-1)) mod rows``.
+
+    >>> hash_ids(torch.tensor([0, 1, 2]), 10).tolist()
+    [5, 2, 9]
+    """
+    return ((ids * _MULT + (seed * 97 + 12_345)) % _PRIME) % rows
+
+
+def _check_hashable(num_embeddings: int) -> None:
+    if num_embeddings > _MAX_HASHED_ID:
+        raise EmbeddingError(f"num_embeddings={num_embeddings} exceeds 2^32, the largest id the hash supports")
+
+
+class FullEmbedding(EmbeddingBackend):
+    """One ``dim``-vector per id (no compression).
+
+    Example:
+        >>> emb = FullEmbedding(100, 8)
+        >>> emb(torch.tensor([[1, 99]])).shape, emb.memory_bytes()
+        (torch.Size([1, 2, 8]), 3200)
+    """
+
+    def __init__(self, num_embeddings: int, dim: int, init_std: float = 0.01) -> None:
+        super().__init__(num_embeddings, dim)
+        self.init_std = float(init_std)
+        self.weight = nn.Parameter(torch.empty(self.num_embeddings, self.dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.weight, 0.0, self.init_std)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.weight[self.check_ids(ids)]
+
+
+class HashEmbedding(EmbeddingBackend):
+    """The hashing trick: ``rows`` shared vectors, id ``i`` → row ``hash_ids(i, rows)``.
+
+    Example:
+        >>> emb = HashEmbedding.from_ratio(10_000, 16, ratio=100)
+        >>> emb.rows, emb.memory_bytes() == 100 * 16 * 4
+        (100, True)
+        >>> emb(torch.tensor([[0, 9_999]])).shape
+        torch.Size([1, 2, 16])
+    """
+
+    def __init__(self, num_embeddings: int, dim: int, rows: int, init_std: float = 0.01, seed: int = 0) -> None:
+        super().__init__(num_embeddings, dim)
+        _check_hashable(self.num_embeddings)
+        self.rows = check_size(rows, "rows")
+        self.seed = int(seed)
+        self.init_std = float(init_std)
+        self.weight = nn.Parameter(torch.empty(self.rows, self.dim))
+        self.reset_parameters()
+
+    @classmethod
+    def from_ratio(cls, num_embeddings: int, dim: int, ratio: float, **kwargs) -> "HashEmbedding":
+        rows = budget_bytes(num_embeddings, dim, ratio) // (dim * FLOAT_BYTES)
+        return cls(num_embeddings, dim, rows, **kwargs)
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.weight, 0.0, self.init_std)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.weight[hash_ids(self.check_ids(ids), self.rows, self.seed)]
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, rows={self.rows}"
+
+
+def qr_split(num_embeddings: int, rows: int) -> Tuple[int, int]:
+    """(quotient rows ``q``, remainder rows ``m``) with ``q + m == rows``.
+
+    The largest ``m`` with ``ceil(N / m) <= rows - m`` (every id a distinct pair, few idle
+    quotient rows); when ``rows < 2 sqrt(N)`` no such ``m`` exists and the rows are halved.
+
+    >>> qr_split(10_000, 1_000)
+    (11, 989)
+    """
+    n = num_embeddings
+    if rows < 2:
+        raise EmbeddingError(f"the quotient-remainder trick needs at least 2 rows, got a budget of {rows}")
+    # ceil(n/m) + m <= rows  <=>  m in [m_lo, m_hi]; the largest root of m^2 - rows*m + n = 0 (approx.)
+    disc = rows * rows - 4 * n
+    if disc >= 0:
+        m = int((rows + math.isqrt(disc)) // 2)
+        while m > 0 and -(-n // m) + m > rows:
+            m -= 1
+        if m > 0:
+            return rows - m, m
+    return rows - rows // 2, rows // 2
+
+
+class QREmbedding(EmbeddingBackend):
+    """Quotient-remainder embedding: ``Q[(i // m) mod q] + R[i mod m]`` (sum combiner).
+
+    Example:
+        >>> emb = QREmbedding.from_ratio(10_000, 16, ratio=10)
+        >>> emb.q + emb.m, emb.memory_bytes() == 1_000 * 16 * 4
+        (1000, True)
+    """
+
+    def __init__(self, num_embeddings: int, dim: int, q: int, m: int, init_std: float = 0.01) -> None:
+        super().__init__(num_embeddings, dim)
+        self.q = check_size(q, "q")
+        self.m = check_size(m, "m")
+        self.init_std = float(init_std)
+        self.quotient = nn.Parameter(torch.empty(self.q, self.dim))
+        self.remainder = nn.Parameter(torch.empty(self.m, self.dim))
+        self.reset_parameters()
+
+    @classmethod
+    def from_ratio(cls, num_embeddings: int, dim: int, ratio: float, **kwargs) -> "QREmbedding":
+        rows = budget_bytes(num_embeddings, dim, ratio) // (dim * FLOAT_BYTES)
+        q, m = qr_split(num_embeddings, rows)
+        return cls(num_embeddings, dim, q, m, **kwargs)
+
+    def reset_parameters(self) -> None:
+        # each output is a sum of two rows: halve the variance of each
+        nn.init.normal_(self.quotient, 0.0, self.init_std / math.sqrt(2))
+        nn.init.normal_(self.remainder, 0.0, self.init_std / math.sqrt(2))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        ids = self.check_ids(ids)
+        return self.quotient[(ids // self.m) % self.q] + self.remainder[ids % self.m]
+
+    @property
+    def collision_free(self) -> bool:
+        return self.q * self.m >= self.num_embeddings
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, q={self.q}, m={self.m}"

@@ -1,0 +1,89 @@
+"""Full / hash / QR tables: shapes, exact bytes, collisions, bad ids and ratios."""
+import math
+
+import pytest
+import torch
+
+from sgl.embeddings import (EMBEDDINGS, FullEmbedding, HashEmbedding, QREmbedding, budget_bytes, build_embedding,
+                            hash_ids)
+from sgl.embeddings.tables import qr_split
+from sgl.errors import EmbeddingError
+
+
+@pytest.mark.parametrize("ratio", [1, 10, 100, 1000])
+def test_every_backend_spends_exactly_the_budget(ratio):
+    n, dim = 200_000, 16
+    budget = budget_bytes(n, dim, ratio)
+    assert budget == round(n / ratio) * dim * 4
+    for kind in EMBEDDINGS:
+        if kind == "full" and ratio != 1:
+            continue
+        emb = build_embedding(kind, n, dim, ratio=ratio)
+        params = sum(p.numel() * 4 for p in emb.parameters())
+        assert emb.memory_bytes() == budget, kind
+        assert params <= budget
+
+
+def test_full_is_an_embedding_lookup():
+    emb = FullEmbedding(10, 4)
+    ids = torch.tensor([[0, 9], [3, 3]])
+    assert torch.equal(emb(ids), emb.weight[ids])
+    assert emb.memory_bytes() == 10 * 4 * 4
+
+
+def test_hash_collisions_follow_the_hash():
+    emb = HashEmbedding(1000, 4, rows=7)
+    ids = torch.arange(1000)
+    rows = hash_ids(ids, 7)
+    assert rows.min() >= 0 and rows.max() < 7
+    assert torch.bincount(rows, minlength=7).min() > 100  # spread over every row
+    out = emb(ids[None, :])[0]
+    same = (rows[:, None] == rows[None, :])
+    assert torch.equal(torch.cdist(out, out) == 0, same)
+
+
+def test_qr_pairs_are_unique_when_the_budget_allows():
+    for n, rows in [(10_000, 1_000), (100_000, 700), (50, 100)]:
+        q, m = qr_split(n, rows)
+        assert q + m == rows and q * m >= n
+    emb = QREmbedding.from_ratio(5_000, 8, ratio=10)
+    assert emb.collision_free
+    ids = torch.arange(5_000)
+    pairs = torch.stack([(ids // emb.m) % emb.q, ids % emb.m], 1)
+    assert torch.unique(pairs, dim=0).shape[0] == 5_000
+    out = emb(ids[None])[0]
+    assert torch.allclose(out[17], emb.quotient[17 // emb.m] + emb.remainder[17 % emb.m])
+
+
+def test_qr_falls_back_to_halves_below_two_sqrt_n():
+    q, m = qr_split(1_000_000, 100)
+    assert (q, m) == (50, 50)
+    emb = QREmbedding(1_000_000, 4, q, m)
+    assert not emb.collision_free and emb(torch.tensor([[999_999]])).shape == (1, 1, 4)
+
+
+@pytest.mark.parametrize("kind", ["full", "hash", "qr", "cafe", "cafe+"])
+def test_negative_or_oversized_ids_raise(kind):
+    emb = build_embedding(kind, 10_000, 8, ratio=1 if kind == "full" else 10)
+    with pytest.raises(EmbeddingError, match=r"ids span \[-1, 3\]"):
+        emb(torch.tensor([[-1, 3]]))
+    with pytest.raises(EmbeddingError, match="num_embeddings=10000"):
+        emb(torch.tensor([[0, 10_000]]))
+    with pytest.raises(EmbeddingError, match="int64"):
+        emb(torch.tensor([[0.5]]))
+
+
+@pytest.mark.parametrize("ratio", [0, -3, float("nan"), float("inf"), 0.5, "10", True])
+def test_bad_compression_ratios(ratio):
+    with pytest.raises(EmbeddingError, match="compression ratio"):
+        build_embedding("hash", 1000, 8, ratio=ratio)
+
+
+def test_unknown_backend_and_bad_options():
+    with pytest.raises(EmbeddingError, match="available: full, hash"):
+        build_embedding("nope", 10, 2)
+    with pytest.raises(EmbeddingError, match="full table has compression ratio 1"):
+        build_embedding("full", 10, 2, ratio=10)
+    with pytest.raises(EmbeddingError, match="bad option"):
+        build_embedding("hash", 10, 2, ratio=2, colour="red")
+    assert math.isclose(budget_bytes(10, 2, 3), 3 * 2 * 4)
