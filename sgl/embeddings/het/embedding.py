@@ -31,7 +31,7 @@ from sgl.embeddings.het.cache import POLICIES, CachePolicy, EmbeddingCache
 from sgl.embeddings.het.transport import Transport
 from sgl.errors import ConfigError, EmbeddingError
 
-__all__ = ["HETConfig", "HETWorker", "HETEmbedding", "check_ids"]
+__all__ = ["HETConfig", "HETWorker", "WorkerEmbedding", "HETEmbedding", "check_ids"]
 
 
 @dataclass
@@ -195,7 +195,60 @@ class HETWorker:
         return self.hits / max(self.lookups, 1)
 
 
-class HETEmbedding(nn.Module):
+class WorkerEmbedding(nn.Module):
+    """``ids -> embeddings`` through a protocol worker with ``lookup``/``update``/``flush``.
+
+    Shared by :class:`HETEmbedding` and HET-GMP's ``GMPEmbedding``: deduplicates
+    the ids of a batch, looks the unique rows up, and turns their gradients
+    into SGD deltas ``-lr * grad`` in :meth:`step`.
+    """
+
+    config: HETConfig
+    transport: Transport
+
+    def _init_worker(self, config, transport, worker) -> None:
+        self.config, self.transport, self.worker = config, transport, worker
+        self._pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.config.embedding_dim
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        check_ids(ids, self.config.num_embeddings, type(self).__name__)
+        if self._pending is not None:
+            raise EmbeddingError(
+                f"{type(self).__name__}: the previous training batch was never applied. Fix: call "
+                "loss.backward() and emb.step() after each training forward (use eval() or "
+                "torch.no_grad() for lookups that do not train)."
+            )
+        uniq, inverse, counts = torch.unique(ids.reshape(-1).long(), return_inverse=True,
+                                             return_counts=True)
+        rows = self.worker.lookup(uniq, counts)
+        if self.training and torch.is_grad_enabled():
+            rows.requires_grad_(True)
+            self._pending = (uniq, counts, rows)
+        else:
+            self.worker._batch = None
+        return F.embedding(inverse, rows).reshape(*ids.shape, self.config.embedding_dim)
+
+    def step(self) -> None:
+        """Apply the SGD update of the last training batch (and push what is due)."""
+        if self._pending is None:
+            raise EmbeddingError(f"{type(self).__name__}.step: no training batch to apply (call forward first).")
+        uniq, counts, rows = self._pending
+        self._pending = None
+        grad = rows.grad if rows.grad is not None else torch.zeros_like(rows)
+        delta = grad * (-self.config.lr)
+        n = counts if self.config.update_unit == "occurrence" else torch.ones_like(counts)
+        self.worker.update(uniq, delta, n)
+
+    def flush(self) -> None:
+        """Push all unpushed updates (end of training; collective for DistTransport)."""
+        self.worker.flush()
+
+
+class HETEmbedding(WorkerEmbedding):
     r"""Embedding lookup ``ids [*] -> [*, dim]`` served by a HET cache over a parameter server.
 
     The table is trained by SGD inside the layer: call :meth:`step` after
@@ -214,46 +267,7 @@ class HETEmbedding(nn.Module):
 
     def __init__(self, config: HETConfig, transport: Transport) -> None:
         super().__init__()
-        self.config, self.transport = config, transport
-        self.worker = HETWorker(config, transport)
-        self._pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
-
-    @property
-    def embedding_dim(self) -> int:
-        return self.config.embedding_dim
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        check_ids(ids, self.config.num_embeddings, "HETEmbedding")
-        if self._pending is not None:
-            raise EmbeddingError(
-                "HETEmbedding: the previous training batch was never applied. Fix: call "
-                "loss.backward() and emb.step() after each training forward (use eval() or "
-                "torch.no_grad() for lookups that do not train)."
-            )
-        uniq, inverse, counts = torch.unique(ids.reshape(-1).long(), return_inverse=True,
-                                             return_counts=True)
-        rows = self.worker.lookup(uniq, counts)
-        if self.training and torch.is_grad_enabled():
-            rows.requires_grad_(True)
-            self._pending = (uniq, counts, rows)
-        else:
-            self.worker._batch = None
-        return F.embedding(inverse, rows).reshape(*ids.shape, self.config.embedding_dim)
-
-    def step(self) -> None:
-        """Apply the SGD update of the last training batch (and push what is due)."""
-        if self._pending is None:
-            raise EmbeddingError("HETEmbedding.step: no training batch to apply (call forward first).")
-        uniq, counts, rows = self._pending
-        self._pending = None
-        grad = rows.grad if rows.grad is not None else torch.zeros_like(rows)
-        delta = grad * (-self.config.lr)
-        n = counts if self.config.update_unit == "occurrence" else torch.ones_like(counts)
-        self.worker.update(uniq, delta, n)
-
-    def flush(self) -> None:
-        """Push all unpushed updates (end of training; collective for DistTransport)."""
-        self.worker.flush()
+        self._init_worker(config, transport, HETWorker(config, transport))
 
     def memory_bytes(self) -> int:
         """Bytes held by this worker: the cache (the server's table is not counted)."""

@@ -1,6 +1,7 @@
 """Sharded parameter server of HET: per-row values and per-row update versions.
 
-Row ``k`` lives on shard ``k % num_shards`` at local index ``k // num_shards``.
+Row ``k`` lives on shard ``k % num_shards`` by default, or on ``placement[k]``
+when a placement is given (HET-GMP).
 Each row carries a *version*: the number of updates the server has applied to
 it so far (a per-row clock, as in HET), which the workers' caches compare
 against to bound staleness.
@@ -13,7 +14,7 @@ import torch
 
 from sgl.errors import EmbeddingError
 
-__all__ = ["init_rows", "PullReply", "ServerShard", "ShardedServer"]
+__all__ = ["init_rows", "check_placement", "shard_rows", "PullReply", "ServerShard", "ShardedServer"]
 
 #: Rows are initialised in blocks of this many, each from its own seeded
 #: generator, so a row's initial value depends only on (seed, row id) and not on
@@ -42,6 +43,33 @@ def init_rows(rows: torch.Tensor, dim: int, *, seed: int = 0, std: float = 0.01)
     return out
 
 
+def check_placement(placement: torch.Tensor | None, num_embeddings: int, num_shards: int
+                    ) -> torch.Tensor | None:
+    """Validate a row -> shard map (int64 ``[num_embeddings]`` in ``[0, num_shards)``)."""
+    if placement is None:
+        return None
+    if not isinstance(placement, torch.Tensor) or placement.shape != (num_embeddings,):
+        raise EmbeddingError(
+            f"placement must be a tensor of shape ({num_embeddings},) (one shard per row), got "
+            f"{tuple(placement.shape) if isinstance(placement, torch.Tensor) else type(placement).__name__}."
+        )
+    placement = placement.to(torch.int64)
+    if placement.numel() and (int(placement.min()) < 0 or int(placement.max()) >= num_shards):
+        raise EmbeddingError(
+            f"placement values must be in [0, {num_shards}), got [{int(placement.min())}, "
+            f"{int(placement.max())}]."
+        )
+    return placement
+
+
+def shard_rows(shard: int, num_shards: int, num_embeddings: int,
+               placement: torch.Tensor | None) -> torch.Tensor:
+    """Sorted row ids owned by ``shard`` (``k % num_shards == shard`` by default)."""
+    if placement is None:
+        return torch.arange(shard, num_embeddings, num_shards)
+    return (placement == shard).nonzero().flatten()
+
+
 @dataclass
 class PullReply:
     """A server's answer to a pull.
@@ -60,21 +88,29 @@ class PullReply:
 
 
 class ServerShard:
-    """One shard: the rows ``k`` with ``k % num_shards == shard``."""
+    """One shard: the master copy (value and version) of the table rows ``rows``.
 
-    def __init__(
-        self, shard: int, num_shards: int, num_embeddings: int, dim: int,
-        *, seed: int = 0, init_std: float = 0.01,
-    ) -> None:
-        if not 0 <= shard < num_shards:
-            raise EmbeddingError(f"shard must be in [0, {num_shards}), got {shard}.")
-        self.shard, self.num_shards = shard, num_shards
-        self.rows = torch.arange(shard, num_embeddings, num_shards)
+    >>> shard = ServerShard(torch.tensor([2, 5, 8]), dim=4)
+    >>> reply = shard.pull(torch.tensor([8, 2]), torch.tensor([-1, 0]), bound=0)
+    >>> reply.positions.tolist(), tuple(reply.values.shape)   # key 2 is current
+    ([0], (1, 4))
+    """
+
+    def __init__(self, rows: torch.Tensor, dim: int, *, seed: int = 0, init_std: float = 0.01) -> None:
+        rows = rows.reshape(-1).to(torch.int64)
+        if rows.numel() > 1 and not bool((rows[1:] > rows[:-1]).all()):
+            raise EmbeddingError("ServerShard: rows must be strictly increasing row ids.")
+        self.rows = rows
         self.weight = init_rows(self.rows, dim, seed=seed, std=init_std)
         self.version = torch.zeros(self.rows.numel(), dtype=torch.int64)
 
     def _local(self, keys: torch.Tensor) -> torch.Tensor:
-        return torch.div(keys, self.num_shards, rounding_mode="floor")
+        return torch.searchsorted(self.rows, keys)
+
+    def values_of(self, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Current ``(values, versions)`` of rows this shard owns (a local read)."""
+        idx = self._local(keys)
+        return self.weight[idx], self.version[idx]
 
     def pull(self, keys: torch.Tensor, versions: torch.Tensor | None, bound: int) -> PullReply:
         """Rows the worker must refresh: new to it (version -1) or more than ``bound`` behind."""
@@ -110,19 +146,25 @@ class ShardedServer:
 
     def __init__(
         self, num_embeddings: int, dim: int, *, num_shards: int = 1,
-        seed: int = 0, init_std: float = 0.01,
+        placement: torch.Tensor | None = None, seed: int = 0, init_std: float = 0.01,
     ) -> None:
         for name, value in (("num_embeddings", num_embeddings), ("dim", dim), ("num_shards", num_shards)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise EmbeddingError(f"ShardedServer: {name} must be an int >= 1, got {value!r}.")
         self.num_embeddings, self.dim, self.num_shards = num_embeddings, dim, num_shards
+        self.placement = check_placement(placement, num_embeddings, num_shards)
         self.shards = [
-            ServerShard(s, num_shards, num_embeddings, dim, seed=seed, init_std=init_std)
+            ServerShard(shard_rows(s, num_shards, num_embeddings, self.placement), dim,
+                        seed=seed, init_std=init_std)
             for s in range(num_shards)
         ]
 
+    def owner(self, keys: torch.Tensor) -> torch.Tensor:
+        """Shard of each key: ``placement[key]``, or ``key % num_shards`` by default."""
+        return keys % self.num_shards if self.placement is None else self.placement[keys]
+
     def _route(self, keys: torch.Tensor) -> list[torch.Tensor]:
-        owner = keys % self.num_shards
+        owner = self.owner(keys)
         return [(owner == s).nonzero().flatten() for s in range(self.num_shards)]
 
     def pull(self, keys: torch.Tensor, versions: torch.Tensor | None, bound: int) -> PullReply:

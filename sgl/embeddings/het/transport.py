@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 import torch
 
 from sgl import comm
-from sgl.embeddings.het.server import PullReply, ServerShard, ShardedServer
+from sgl.embeddings.het.server import (
+    PullReply, ServerShard, ShardedServer, check_placement, shard_rows,
+)
 from sgl.errors import CommError, EmbeddingError
 
 __all__ = ["TrafficStats", "Transport", "LocalTransport", "DistTransport"]
@@ -100,6 +102,9 @@ def _check_request(keys: torch.Tensor, versions: torch.Tensor | None, dim: int,
 class LocalTransport(Transport):
     """In-process transport of one simulated worker over a shared server.
 
+    ``rank`` (optional) is the shard co-located with this worker (HET-GMP): its
+    keys are read and written locally and not counted as traffic.
+
     >>> server = ShardedServer(100, 8, num_shards=2)
     >>> t = LocalTransport(server)
     >>> reply = t.pull(torch.tensor([3, 9]), torch.tensor([-1, -1]), bound=0)
@@ -107,34 +112,56 @@ class LocalTransport(Transport):
     ([0, 1], 128)
     """
 
-    def __init__(self, server: ShardedServer) -> None:
-        self.server = server
+    def __init__(self, server: ShardedServer, rank: int | None = None) -> None:
+        if rank is not None and not 0 <= rank < server.num_shards:
+            raise EmbeddingError(f"LocalTransport: rank must be in [0, {server.num_shards}), got {rank}.")
+        self.server, self.rank = server, rank
         self.num_embeddings, self.dim = server.num_embeddings, server.dim
         self.stats = TrafficStats()
+
+    @property
+    def local_shard(self) -> ServerShard | None:
+        """The shard co-located with this worker (``None`` without a rank)."""
+        return None if self.rank is None else self.server.shards[self.rank]
+
+    def owner(self, keys: torch.Tensor) -> torch.Tensor:
+        return self.server.owner(keys)
+
+    def _remote(self, keys: torch.Tensor) -> torch.Tensor:
+        if self.rank is None:
+            return torch.ones(keys.numel(), dtype=torch.bool)
+        return self.server.owner(keys) != self.rank
 
     def pull(self, keys: torch.Tensor, versions: torch.Tensor | None, bound: int) -> PullReply:
         _check_request(keys, versions, self.dim)
         reply = self.server.pull(keys, versions, bound)
-        self.stats._pull(keys.numel(), versions is not None, reply.positions.numel(),
+        remote = self._remote(keys)
+        self.stats._pull(int(remote.sum()), versions is not None, int(remote[reply.positions].sum()),
                          self.dim, reply.max_staleness)
         return reply
 
     def push(self, keys: torch.Tensor, deltas: torch.Tensor, counts: torch.Tensor | None) -> None:
         _check_request(keys, None, self.dim, deltas)
         self.server.push(keys, deltas, counts)
-        self.stats._push(keys.numel(), counts is not None, self.dim)
+        self.stats._push(int(self._remote(keys).sum()), counts is not None, self.dim)
 
 
 class DistTransport(Transport):
     """Transport over :mod:`sgl.comm`: each rank is a worker and hosts one server shard.
 
+    Rank ``r`` hosts the rows ``k % world == r``, or ``placement[k] == r`` when
+    a placement is given (HET-GMP).  ``count_local=False`` leaves traffic to
+    the rank's own shard out of the byte counts (HET-GMP, where it is local
+    memory); HET counts it, the server being logically remote.
+
     Calls are collective over ``group`` (default: the world).  A peer that dies
     or stops calling makes every other rank raise :class:`CommError` within
-    ``timeout`` seconds, naming the operation and the step.
+    ``timeout`` seconds, naming the operation and the call number.
     """
 
     def __init__(
         self, num_embeddings: int, dim: int, *, seed: int = 0, init_std: float = 0.01,
+        placement: torch.Tensor | None = None, count_local: bool = True,
         group=None, timeout: float | None = None,
     ) -> None:
         if not comm.is_initialized():
@@ -146,11 +173,21 @@ class DistTransport(Transport):
         self.rank = comm.get_rank(group)
         self.world = comm.get_world_size(group)
         self.num_embeddings, self.dim = num_embeddings, dim
-        self.shard = ServerShard(self.rank, self.world, num_embeddings, dim, seed=seed, init_std=init_std)
+        self.placement = check_placement(placement, num_embeddings, self.world)
+        self.count_local = count_local
+        self.shard = ServerShard(shard_rows(self.rank, self.world, num_embeddings, self.placement),
+                                 dim, seed=seed, init_std=init_std)
         self.stats = TrafficStats()
         #: Largest staleness this rank's shard allowed for any reader.
         self.served_max_staleness = -1
         self._calls = 0
+
+    @property
+    def local_shard(self) -> ServerShard:
+        return self.shard
+
+    def owner(self, keys: torch.Tensor) -> torch.Tensor:
+        return keys % self.world if self.placement is None else self.placement[keys]
 
     def _exchange(self, parts: list[torch.Tensor], what: str) -> list[torch.Tensor]:
         try:
@@ -162,16 +199,17 @@ class DistTransport(Transport):
                 "number of steps; restart the job from the last checkpoint."
             ) from exc
 
-    def _split(self, keys: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
-        owner = keys % self.world
+    def _split(self, keys: torch.Tensor) -> tuple[torch.Tensor, list[int], int]:
+        owner = self.owner(keys)
         order = torch.argsort(owner, stable=True)
         counts = torch.bincount(owner, minlength=self.world).tolist()
-        return order, counts
+        remote = keys.numel() - (0 if self.count_local else counts[self.rank])
+        return order, counts, remote
 
     def pull(self, keys: torch.Tensor, versions: torch.Tensor | None, bound: int) -> PullReply:
         _check_request(keys, versions, self.dim)
         self._calls += 1
-        order, counts = self._split(keys)
+        order, counts, remote = self._split(keys)
         k_sorted = keys[order]
         if versions is None:
             request = k_sorted.reshape(-1, 1)
@@ -189,26 +227,24 @@ class DistTransport(Transport):
         values_in = self._exchange(value_out, "pull reply")
         base = torch.tensor([0] + counts).cumsum(0)
         if versions is None:
-            values = torch.cat(values_in)
-            positions = torch.arange(keys.numel())
-            vers = None
-            out = torch.empty_like(values)
-            out[order] = values
-            values = out
+            values = torch.empty(keys.numel(), self.dim)
+            values[order] = torch.cat(values_in)
+            positions, vers, n_rows = torch.arange(keys.numel()), None, remote
         else:
             meta_in = self._exchange(meta_out, "pull reply")
             positions = torch.cat([order[base[s] + m[:, 0]] for s, m in enumerate(meta_in)])
             vers = torch.cat([m[:, 1] for m in meta_in])
             values = torch.cat(values_in)
+            n_rows = positions.numel() - (0 if self.count_local else meta_in[self.rank].shape[0])
             sort = torch.argsort(positions)
             positions, vers, values = positions[sort], vers[sort], values[sort]
-        self.stats._pull(keys.numel(), versions is not None, positions.numel(), self.dim, -1)
+        self.stats._pull(remote, versions is not None, n_rows, self.dim, -1)
         return PullReply(positions, values, vers, -1)
 
     def push(self, keys: torch.Tensor, deltas: torch.Tensor, counts: torch.Tensor | None) -> None:
         _check_request(keys, None, self.dim, deltas)
         self._calls += 1
-        order, split = self._split(keys)
+        order, split, remote = self._split(keys)
         meta = keys[order].reshape(-1, 1) if counts is None else torch.stack([keys[order], counts[order]], 1)
         meta_in = self._exchange(list(meta.split(split)), "push")
         deltas_in = self._exchange(list(deltas[order].split(split)), "push")
@@ -216,4 +252,4 @@ class DistTransport(Transport):
         m, d = torch.cat(meta_in), torch.cat(deltas_in)
         if m.numel():
             self.shard.push(m[:, 0], d, None if counts is None else m[:, 1])
-        self.stats._push(keys.numel(), counts is not None, self.dim)
+        self.stats._push(remote, counts is not None, self.dim)
