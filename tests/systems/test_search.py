@@ -1,0 +1,127 @@
+import math
+
+import pytest
+
+from sgl.errors import PlanError
+from sgl.systems.plan import (BASELINES, Plan, PlanSearcher, SearchConfig, TransformerConfig, format_plan,
+                              load_plan, save_plan)
+
+FAST = dict(batch_sizes=(8, 16, 32), granularity_mb=64.0, max_chunks=16)
+
+
+@pytest.fixture(scope="module")
+def searcher_7b():
+    return PlanSearcher(SearchConfig(model="llama-7b", num_nodes=1, devices_per_node=8, memory_gb=40, **FAST))
+
+
+def test_plan_is_consistent_and_within_budget(searcher_7b):
+    for budget in (26, 40):
+        plan = searcher_7b.search(budget).plan
+        assert len(plan.strategies) == 32 and sum(plan.pp_division) == 32
+        assert all(s.pp == plan.pp and s.pp * s.tp * s.dp == 8 for s in plan.strategies)
+        assert max(plan.stage_memory_mb) <= budget * 1024
+        time_ms, mems = searcher_7b.evaluate(plan)
+        assert time_ms == pytest.approx(plan.time_ms) and mems == pytest.approx(plan.stage_memory_mb)
+
+
+def test_monotone_in_budget(searcher_7b):
+    throughputs = [searcher_7b.search(b).plan.throughput for b in (25, 28, 32, 40, 60, 80)]
+    assert all(b >= a - 1e-9 for a, b in zip(throughputs, throughputs[1:])), throughputs
+    assert throughputs[-1] > throughputs[0]
+
+
+def test_infeasible_budget_names_smallest_feasible(searcher_7b):
+    with pytest.raises(PlanError, match=r"smallest feasible budget is (\d+\.\d+) GB") as info:
+        searcher_7b.search(8)
+    smallest = float(info.value.args[0].rsplit("is ", 1)[1].split(" GB")[0])
+    assert 8 < smallest < 40
+    assert searcher_7b.search(smallest).plan.throughput > 0       # that budget does work
+    with pytest.raises(PlanError, match="infeasible"):
+        searcher_7b.search(smallest - 0.1)
+
+
+def test_searched_beats_or_equals_every_baseline():
+    searcher = PlanSearcher(SearchConfig(model="llama-7b", num_nodes=2, devices_per_node=8, memory_gb=24, **FAST))
+    ours = searcher.search().plan.throughput
+    ratios = {}
+    for name in BASELINES:
+        try:
+            ratios[name] = ours / searcher.search(baseline=name).plan.throughput
+        except PlanError as exc:
+            assert "smallest feasible budget" in str(exc)
+    assert ratios and min(ratios.values()) >= 1.0 - 1e-9
+    assert max(ratios.values()) > 1.1
+    base = searcher.search(baseline="sdp").plan
+    assert {(s.tp, s.pp, s.sdp) for s in base.strategies} == {(1, 1, True)}
+
+
+def test_partitions_exact_is_best_and_bmw_not_worse_than_even():
+    cfg = dict(model="llama-13b", num_nodes=2, devices_per_node=8, memory_gb=24, batch_sizes=(64,),
+               granularity_mb=64.0, max_chunks=32, max_pp=4)
+    results = {p: PlanSearcher(SearchConfig(partition=p, **cfg)).search().plan.throughput
+               for p in ("even", "memory", "bmw", "exact")}
+    assert results["exact"] >= results["bmw"] - 1e-9
+    assert results["bmw"] >= results["even"] - 1e-9 and results["bmw"] >= results["memory"] - 1e-9
+
+
+def test_osdp_mode_mixes_shard_and_replicate():
+    searcher = PlanSearcher(SearchConfig(model="llama-7b", memory_gb=30, mode="osdp", ckpt=False, **FAST))
+    plan = searcher.search().plan
+    assert plan.pp == 1 and all(s.tp == 1 for s in plan.strategies)
+    sdp = searcher.search(baseline="sdp").plan
+    assert plan.throughput >= sdp.throughput - 1e-9
+
+
+def test_json_round_trip_keeps_predictions(searcher_7b, tmp_path):
+    plan = searcher_7b.search(32).plan
+    path = save_plan(plan, tmp_path)
+    assert path.name == "galvatron_config_llama-7b_1nodes_8gpus_per_node_32GB_bf16.json"
+    again = load_plan(path)
+    assert again.strategies == plan.strategies and again.pp_division == plan.pp_division
+    assert searcher_7b.evaluate(again)[0] == pytest.approx(plan.time_ms)
+    text = format_plan(again)
+    assert "samples/s" in text and "layers" in text
+
+
+def test_galvatron_published_plan_shape_reads(searcher_7b):
+    """The shape of Galvatron's shipped llama2-7b plan: ZeRO-3 everywhere, ckpt on the first 20 layers."""
+    data = {"pp_deg": 1, "tp_sizes_enc": ",".join(["1"] * 32), "tp_consecutive_flags": ",".join(["1"] * 32),
+            "dp_types_enc": ",".join(["1"] * 32), "use_sp": ",".join(["0"] * 32),
+            "checkpoint": ",".join(["1"] * 20 + ["0"] * 12), "global_bsz": 16, "chunks": 1, "pp_division": "32",
+            "pipeline_type": "pipedream_flush", "default_dp_type": "zero2", "vtp": 2, "vsp": 1, "embed_sdp": 1}
+    plan = Plan.from_galvatron(data, num_devices=8)
+    assert sum(s.ckpt for s in plan.strategies) == 20 and all(s.sdp and s.dp == 8 for s in plan.strategies)
+    time_ms, mems = searcher_7b.evaluate(plan)
+    assert time_ms > 0 and mems[0] > 0
+
+
+@pytest.mark.parametrize("data,match", [
+    ({"pp_deg": 1, "global_bsz": 8, "chunks": 1}, "tp_sizes_enc"),
+    ({"pp_deg": 2, "tp_sizes_enc": "1,1,1", "global_bsz": 8, "chunks": 1, "pp_division": "2,2"}, "pp_division"),
+    ({"pp_deg": 1, "tp_sizes_enc": "1,a", "global_bsz": 8, "chunks": 1}, "comma-separated"),
+    ({"pp_deg": 1, "tp_sizes_enc": "3,3", "global_bsz": 8, "chunks": 1}, "does not divide"),
+])
+def test_bad_plan_json(data, match):
+    with pytest.raises(PlanError, match=match):
+        Plan.from_galvatron(data, num_devices=8)
+
+
+def test_bad_search_inputs():
+    with pytest.raises(PlanError, match="power of two"):
+        PlanSearcher(SearchConfig(num_nodes=1, devices_per_node=12))
+    with pytest.raises(PlanError, match="unknown search space"):
+        PlanSearcher(SearchConfig(space="4d"))
+    odd = TransformerConfig("odd", 4, 96, 6, 192, 1000, 16)
+    with pytest.raises(PlanError, match="num_heads=6 is not divisible"):
+        PlanSearcher(SearchConfig(model=odd, max_tp=4))
+    with pytest.raises(PlanError, match="positive"):
+        PlanSearcher(SearchConfig(memory_gb=0))
+
+
+def test_estimated_profile_for_unprofiled_preset():
+    searcher = PlanSearcher(SearchConfig(model="llama2-70b", num_nodes=2, devices_per_node=8, memory_gb=80,
+                                         batch_sizes=(16,), granularity_mb=256.0, max_chunks=16))
+    assert "estimated" in searcher.cost.profile.source
+    plan = searcher.search().plan
+    assert plan.pp > 1 or any(s.tp > 1 or s.sdp for s in plan.strategies)
+    assert math.isfinite(plan.time_ms)
