@@ -33,8 +33,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from numba import njit
-
 from sgl.embeddings.hetgmp.bigraph import Bigraph
 from sgl.errors import ConfigError
 
@@ -142,8 +140,7 @@ class Partition:
         return np.bincount(self.embed_part, minlength=self.num_parts)
 
 
-@njit(cache=True)
-def _refine_samples(indptr, indices, order, spart, root, cnt, size, table, cost, alpha, cap):  # pragma: no cover - numba
+def _refine_samples_py(indptr, indices, order, spart, root, cnt, size, table, cost, alpha, cap):  # pragma: no cover - numba
     k_parts = cnt.shape[0]
     score = np.empty(k_parts)
     moves = 0
@@ -175,8 +172,7 @@ def _refine_samples(indptr, indices, order, spart, root, cnt, size, table, cost,
     return moves
 
 
-@njit(cache=True)
-def _refine_embeddings(order, root, cnt, deg, esize, table, cost, beta, gamma, scale, cap):  # pragma: no cover - numba
+def _refine_embeddings_py(order, root, cnt, deg, esize, table, cost, beta, gamma, scale, cap):  # pragma: no cover - numba
     k_parts, n_embed = cnt.shape
     load = np.zeros(k_parts)
     for e in range(n_embed):
@@ -212,6 +208,20 @@ def _refine_embeddings(order, root, cnt, deg, esize, table, cost, beta, gamma, s
             moves += 1
         load[best] += scale * (total - table[cnt[best, e]])
     return moves
+
+
+_KERNELS: dict = {}
+
+
+def _kernels():
+    """The two sweeps compiled with numba on first use (importing numba is slow; workers that
+    only train never pay for it)."""
+    if not _KERNELS:
+        from numba import njit
+
+        _KERNELS["samples"] = njit(cache=True)(_refine_samples_py)
+        _KERNELS["embeddings"] = njit(cache=True)(_refine_embeddings_py)
+    return _KERNELS["samples"], _KERNELS["embeddings"]
 
 
 def _balanced_random(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -260,9 +270,10 @@ def partition_bigraph(graph: Bigraph, config: PartitionConfig) -> Partition:
     alpha = -config.balance / m
     beta = -config.balance / max(graph.num_embeddings / k, 1.0)
     scale = config.batch_size / m
+    refine_samples, refine_embeddings = _kernels()
     for _ in range(config.rounds):
-        _refine_samples(graph.indptr, graph.indices, rng.permutation(graph.num_samples), spart, root,
+        refine_samples(graph.indptr, graph.indices, rng.permutation(graph.num_samples), spart, root,
                         cnt, size, table, cost, alpha, cap)
-        _refine_embeddings(rng.permutation(graph.num_embeddings), root, cnt, graph.degree, esize,
+        refine_embeddings(rng.permutation(graph.num_embeddings), root, cnt, graph.degree, esize,
                            table, cost, beta, config.server_load_weight, scale, ecap)
     return part
