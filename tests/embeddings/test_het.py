@@ -227,3 +227,24 @@ def test_bad_inputs() -> None:
         HETEmbedding(HETConfig(30, 2, 4), LocalTransport(server))
     with pytest.raises(EmbeddingError, match="num_shards"):
         ShardedServer(10, 2, num_shards=0)
+
+
+def test_no_cache_baseline_trains_like_bound0_and_moves_more_bytes() -> None:
+    from sgl.embeddings.het import NoCacheEmbedding
+
+    vocab, dim = 150, 4
+    ids = zipf_ids(3 * 8 * 20, 5, vocab, seed=9)
+    labels = torch.rand(ids.shape[0]).round()
+    runs = {}
+    for kind in ("het", "ps"):
+        server = ShardedServer(vocab, dim, num_shards=2, seed=3)
+        cfg = HETConfig(vocab, dim, 40, bound=0, lr=0.1)
+        cls = HETEmbedding if kind == "het" else NoCacheEmbedding
+        workers = [cls(cfg, LocalTransport(server)) for _ in range(3)]
+        run_simulation(workers, ids, labels, 8, torch.ones(dim))
+        for w in workers:
+            w.flush()
+        runs[kind] = (server.weights(), sum(w.transport.stats.total_bytes for w in workers))
+    assert torch.equal(runs["het"][0], runs["ps"][0])  # same synchronous SGD
+    steps = sum(int(torch.unique(ids[i:i + 8]).numel()) for i in range(0, ids.shape[0], 8))
+    assert runs["ps"][1] == steps * 2 * (8 + 4 * dim)  # every unique key pulled and pushed

@@ -7,13 +7,16 @@ talking to the server through a :class:`Transport`: the in-process
 :class:`DistTransport` (over :mod:`sgl.comm`).
 """
 from sgl.embeddings.het.cache import POLICIES, CachePolicy, EmbeddingCache
-from sgl.embeddings.het.embedding import HETConfig, HETEmbedding, HETWorker, WorkerEmbedding, check_ids
+from sgl.embeddings.het.embedding import (
+    HETConfig, HETEmbedding, HETWorker, NoCacheEmbedding, NoCacheWorker, WorkerEmbedding, check_ids,
+)
 from sgl.embeddings.het.server import PullReply, ServerShard, ShardedServer, init_rows
 from sgl.embeddings.het.transport import DistTransport, LocalTransport, TrafficStats, Transport
 
 __all__ = [
     "CachePolicy", "POLICIES", "EmbeddingCache",
-    "HETConfig", "HETEmbedding", "HETWorker", "WorkerEmbedding", "check_ids",
+    "HETConfig", "HETEmbedding", "HETWorker", "WorkerEmbedding", "NoCacheEmbedding", "NoCacheWorker",
+    "check_ids",
     "PullReply", "ServerShard", "ShardedServer", "init_rows",
     "Transport", "LocalTransport", "DistTransport", "TrafficStats",
 ]

@@ -31,7 +31,8 @@ from sgl.embeddings.het.cache import POLICIES, CachePolicy, EmbeddingCache
 from sgl.embeddings.het.transport import Transport
 from sgl.errors import ConfigError, EmbeddingError
 
-__all__ = ["HETConfig", "HETWorker", "WorkerEmbedding", "HETEmbedding", "check_ids"]
+__all__ = ["HETConfig", "HETWorker", "WorkerEmbedding", "HETEmbedding", "NoCacheWorker",
+           "NoCacheEmbedding", "check_ids"]
 
 
 @dataclass
@@ -277,3 +278,46 @@ class HETEmbedding(WorkerEmbedding):
         c = self.config
         return (f"{c.num_embeddings}, {c.embedding_dim}, capacity={c.cache_capacity}, "
                 f"policy={c.policy}, bound={c.bound}, push_bound={c.write_bound}")
+
+
+class NoCacheWorker:
+    """A plain sparse parameter-server client: pull the batch's unique keys, push their deltas.
+
+    The baseline HET is measured against (HET with the cache bypassed): no
+    versions travel, every unique key is pulled and pushed every step.
+    """
+
+    def __init__(self, config: HETConfig, transport: Transport) -> None:
+        self.config, self.transport = config, transport
+        self._batch: torch.Tensor | None = None
+
+    def lookup(self, keys: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        self._batch = keys
+        return self.transport.pull(keys, None, 0).values
+
+    def update(self, keys: torch.Tensor, deltas: torch.Tensor, counts: torch.Tensor) -> None:
+        if self._batch is None or not torch.equal(self._batch, keys):
+            raise EmbeddingError("NoCacheWorker.update: keys differ from the last lookup.")
+        self._batch = None
+        self.transport.push(keys, deltas, None)
+
+    def flush(self) -> None:
+        """Nothing is ever held back."""
+
+
+class NoCacheEmbedding(WorkerEmbedding):
+    """``ids -> embeddings`` straight from the parameter server (no cache; the HET baseline).
+
+    >>> from sgl.embeddings.het import ShardedServer, LocalTransport
+    >>> emb = NoCacheEmbedding(HETConfig(50, 4, cache_capacity=0), LocalTransport(ShardedServer(50, 4)))
+    >>> emb(torch.tensor([[1, 7, 7]])).sum().backward(); emb.step()
+    >>> emb.transport.stats.total_bytes      # pull 2 ids (8 B) + 2 values (16 B), push 2 x (8 + 16) B
+    96
+    """
+
+    def __init__(self, config: HETConfig, transport: Transport) -> None:
+        super().__init__()
+        self._init_worker(config, transport, NoCacheWorker(config, transport))
+
+    def memory_bytes(self) -> int:
+        return 0
