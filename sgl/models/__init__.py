@@ -28,6 +28,8 @@ __all__ = [
 
 #: name -> (model class, config dataclass, one-line description)
 MODELS: Dict[str, Tuple[type, type, str]] = {
+    "sgap": (SGAPModel, SGAPConfig, "Any SGAP design (graph op, hops, message op, base model, post-processing); "
+                                    "what `sgl search` exports"),
     "sgc": (SGC, SGCConfig, "Simplified graph convolution: linear model on A^K X (Wu et al. 2019)"),
     "sign": (SIGN, SIGNConfig, "SIGN: MLP on the concatenated hops X, AX, ..., A^K X (Frasca et al. 2020)"),
     "s2gc": (S2GC, S2GCConfig, "S2GC: Markov-diffusion filter over K hops + linear model (Zhu & Koniusz 2021)"),

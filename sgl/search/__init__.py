@@ -1,0 +1,20 @@
+"""PaSca auto-search: the SGAP design space, measured objectives, multi-objective optimizer.
+
+    sgl search --dataset cora --root DIR --objectives accuracy,latency --trials 60 --storage study.db
+    sgl search show study.db
+    sgl search export study.db --trial 17 > best.yaml && sgl train --config best.yaml
+"""
+from sgl.search.cache import HopCache
+from sgl.search.evaluate import DesignEvaluator
+from sgl.search.objectives import OBJECTIVES, MemoryMeter, Objective, hypervolume_2d, pareto_front, parse_objectives
+from sgl.search.space import GRAPH_OPERATORS, POST_MESSAGES, POST_OPERATORS, DesignSpace, Knob
+from sgl.search.study import (OPTIMIZERS, SearchConfig, SearchResult, export_config, load_result, open_study,
+                              run_search, storage_url)
+
+__all__ = [
+    "DesignSpace", "Knob", "GRAPH_OPERATORS", "POST_OPERATORS", "POST_MESSAGES",
+    "Objective", "OBJECTIVES", "parse_objectives", "pareto_front", "hypervolume_2d", "MemoryMeter",
+    "HopCache", "DesignEvaluator",
+    "SearchConfig", "SearchResult", "run_search", "open_study", "load_result", "export_config", "storage_url",
+    "OPTIMIZERS",
+]

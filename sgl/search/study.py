@@ -1,0 +1,342 @@
+"""Multi-objective search over the design space with optuna (PaSca's search engine).
+
+The optimizer is optuna's multi-objective TPE (``tpe``, default) or NSGA-II (``nsga2``);
+``random`` is the baseline. Studies live in any optuna storage: in memory, a SQLite file
+(``study.db`` or ``sqlite:///study.db``) or any RDB URL, so a search resumes after a
+crash and several processes or machines can work on one study. Every finished trial is
+committed to the storage as it ends; killing a search loses only the running trials.
+
+Example:
+    >>> import sgl
+    >>> from sgl.search import DesignSpace, SearchConfig, run_search
+    >>> graph = sgl.datasets.load("karate")
+    >>> space = DesignSpace(k=(1, 3), num_layers=(1, 2), hidden=[16], post_steps=(0, 1))
+    >>> config = SearchConfig(objectives="accuracy,latency", trials=3, epochs=5, progress=False)
+    >>> result = run_search(graph, space, config)
+    >>> len(result.trials), len(result.front) >= 1
+    (3, True)
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+
+from sgl.errors import ConfigError, FeatureError, SearchError
+from sgl.search.cache import HopCache
+from sgl.search.evaluate import DesignEvaluator
+from sgl.search.objectives import Objective, hypervolume_2d, pareto_front, parse_objectives
+from sgl.search.space import DesignSpace
+from sgl.tasks import TrainConfig
+
+__all__ = ["SearchConfig", "SearchResult", "run_search", "open_study", "load_result", "export_config",
+           "storage_url", "OPTIMIZERS"]
+
+OPTIMIZERS = ("tpe", "nsga2", "random")
+_META = "sgl_search"
+
+
+@dataclass
+class SearchConfig:
+    """Settings of one search (all serialisable; stored in the study for resume and export).
+
+    Args:
+        objectives: two or more of :data:`sgl.search.OBJECTIVES` (``"accuracy,latency"``).
+        trials: number of *completed* trials the study should end with (across restarts
+            and processes sharing the storage).
+        timeout: stop starting new trials after this many seconds (None = no limit).
+        optimizer: ``tpe`` (multi-objective TPE), ``nsga2`` or ``random``.
+        seed: seeds the optimizer and every trial's training.
+        storage: None (in memory), a file path (SQLite) or an optuna RDB URL.
+        study_name: name inside the storage (default ``sgl-<dataset>``).
+        n_jobs: parallel trials in this process (threads); use several processes on one
+            storage to scale further.
+        lr, weight_decay, epochs, patience: training of every trial (Adam).
+        startup_trials: random trials before TPE/NSGA-II start modelling.
+    """
+
+    objectives: Union[str, Sequence[str]] = "accuracy,latency"
+    trials: int = 60
+    timeout: Optional[float] = None
+    optimizer: str = "tpe"
+    seed: int = 0
+    storage: Optional[str] = None
+    study_name: Optional[str] = None
+    n_jobs: int = 1
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    epochs: int = 200
+    patience: Optional[int] = 50
+    startup_trials: int = 10
+    progress: bool = True
+    device: Optional[str] = None
+    #: torch intra-op threads while searching (None = torch's default); 1 is fastest for
+    #: small graphs on a busy machine
+    threads: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        self.objective_list: List[Objective] = parse_objectives(self.objectives)
+        self.objectives = ",".join(o.name for o in self.objective_list)
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+        if not isinstance(self.trials, int) or self.trials < 1:
+            raise ConfigError(f"trials must be a positive integer, got {self.trials!r}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ConfigError(f"timeout must be positive seconds or None, got {self.timeout}")
+        if not isinstance(self.n_jobs, int) or self.n_jobs < 1:
+            raise ConfigError(f"n_jobs must be a positive integer, got {self.n_jobs!r}")
+        if self.n_jobs > 1 and "memory" in self.objectives.split(","):
+            raise ConfigError("the memory objective is measured per process; with n_jobs > 1 trials would share "
+                              "it. Run several processes on one --storage instead of --n-jobs")
+        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+            raise ConfigError(f"threads must be a positive integer or None, got {self.threads!r}")
+        if self.startup_trials < 1:
+            raise ConfigError(f"startup_trials must be >= 1, got {self.startup_trials}")
+        self.train_config()  # validates lr/epochs/...
+
+    def train_config(self) -> TrainConfig:
+        return TrainConfig(lr=self.lr, weight_decay=self.weight_decay, epochs=self.epochs, patience=self.patience,
+                           device=self.device, progress=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        out = asdict(self)
+        out.pop("objective_list", None)
+        return out
+
+
+@dataclass
+class SearchResult:
+    """The completed trials of a study and its Pareto front."""
+
+    study: Any
+    objectives: List[Objective]
+    trials: List[Dict[str, Any]] = field(default_factory=list)
+    cache: Optional[HopCache] = None
+
+    @property
+    def front(self) -> List[Dict[str, Any]]:
+        return [t for t in self.trials if t["on_front"]]
+
+    def hypervolume(self, reference: Sequence[float], objectives: Sequence[str] = ("accuracy", "latency")) -> float:
+        """2-D hypervolume of the completed trials for two of the objectives."""
+        directions = []
+        for name in objectives:
+            match = [o for o in self.objectives if o.name == name]
+            if not match:
+                raise ConfigError(f"objective {name!r} was not searched; searched: {[o.name for o in self.objectives]}")
+            directions.append(match[0].direction)
+        return hypervolume_2d([[t["metrics"][n] for n in objectives] for t in self.trials], directions, reference)
+
+
+def storage_url(storage: Optional[str]) -> Optional[str]:
+    """A file path becomes ``sqlite:///<absolute path>``; URLs pass through."""
+    if storage is None:
+        return None
+    text = str(storage)
+    if "://" in text:
+        return text
+    return f"sqlite:///{Path(text).expanduser().resolve()}"
+
+
+def _rdb_storage(storage: Optional[str]):
+    import optuna
+
+    url = storage_url(storage)
+    if url is None:
+        return optuna.storages.InMemoryStorage()
+    if url.startswith("sqlite:///"):
+        path = Path(url[len("sqlite:///"):])
+        if path.exists() and path.is_file() and path.stat().st_size > 0:
+            with open(path, "rb") as handle:
+                if handle.read(16) != b"SQLite format 3\x00":
+                    raise SearchError(f"{path} is not a SQLite study file (corrupt or another format); "
+                                      f"move it away or pass a different --storage")
+        elif not path.parent.is_dir():
+            raise SearchError(f"cannot create the study file {path}: folder {path.parent} does not exist")
+    try:
+        import warnings
+
+        warnings.filterwarnings("ignore", message=".*heartbeat_interval.*")
+        # heartbeats let optuna mark trials of a killed process as FAIL instead of RUNNING forever
+        return optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=120)
+    except Exception as exc:  # sqlalchemy/driver errors: unreachable server, missing driver, corrupt file
+        raise SearchError(f"cannot open search storage {url!r}: {type(exc).__name__}: {exc}. "
+                          f"Check the URL, that the server is reachable and its driver installed") from exc
+
+
+def _make_sampler(config: SearchConfig, offset: int):
+    import optuna
+
+    seed = config.seed + offset  # a resumed search must not replay the first trials' random draws
+    if config.optimizer == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if config.optimizer == "nsga2":
+        population = max(4, min(20, config.trials // 3))
+        return optuna.samplers.NSGAIISampler(population_size=population, seed=seed)
+    return optuna.samplers.TPESampler(n_startup_trials=config.startup_trials, seed=seed,
+                                      constant_liar=config.n_jobs > 1)
+
+
+def open_study(storage: Optional[str], study_name: Optional[str] = None, *, create: Optional[Dict[str, Any]] = None,
+               config: Optional[SearchConfig] = None):
+    """Open (or with ``create`` metadata, create-or-resume) a study.
+
+    Raises :class:`~sgl.errors.SearchError` for unreachable or corrupt storage, an unknown
+    study name, or a resume whose objectives/space differ from the stored ones.
+    """
+    import optuna
+
+    optuna.logging.set_verbosity(logging.WARNING)
+    rdb = _rdb_storage(storage)
+    try:
+        summaries = optuna.get_all_study_summaries(rdb, include_best_trial=False)
+    except Exception as exc:
+        raise SearchError(f"cannot read studies from {storage_url(storage)!r}: {type(exc).__name__}: {exc}") from exc
+    names = [s.study_name for s in summaries]
+    if create is None:
+        if study_name is None:
+            if len(names) != 1:
+                raise SearchError(f"{storage} holds {len(names)} studies {names}; pick one with --study NAME")
+            study_name = names[0]
+        if study_name not in names:
+            raise SearchError(f"no study {study_name!r} in {storage}; studies there: {names}")
+        return optuna.load_study(study_name=study_name, storage=rdb)
+    directions = [o.direction for o in config.objective_list]
+    if study_name in names:
+        study = optuna.load_study(study_name=study_name, storage=rdb)
+        stored = study.user_attrs.get(_META)
+        if stored is None:
+            raise SearchError(f"study {study_name!r} in {storage} was not created by `sgl search`; use another --study")
+        for key in ("objectives", "space", "dataset"):
+            if stored.get(key) != create.get(key):
+                raise SearchError(f"cannot resume study {study_name!r}: it was created with {key}="
+                                  f"{stored.get(key)!r}, this run asks for {create.get(key)!r}. "
+                                  f"Use the same settings or a new --study name")
+        return study
+    completed = 0
+    study = optuna.create_study(study_name=study_name, storage=rdb, directions=directions,
+                                sampler=_make_sampler(config, completed), load_if_exists=True)
+    study.set_user_attr(_META, create)
+    return study
+
+
+def _completed(study) -> List[Any]:
+    import optuna
+
+    return [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
+
+
+def _collect(study, objectives: Sequence[Objective]) -> List[Dict[str, Any]]:
+    done = [t for t in _completed(study) if "metrics" in t.user_attrs]
+    rows = [{"number": t.number, "values": list(t.values), "design": t.user_attrs["design"],
+             "metrics": t.user_attrs["metrics"], "model_config": t.user_attrs.get("model_config")} for t in done]
+    front = set(pareto_front([r["values"] for r in rows], [o.direction for o in objectives]))
+    for i, row in enumerate(rows):
+        row["on_front"] = i in front
+    return rows
+
+
+def load_result(storage: Optional[str], study_name: Optional[str] = None) -> SearchResult:
+    """Re-read a stored study (``sgl search show``)."""
+    study = open_study(storage, study_name)
+    meta = study.user_attrs.get(_META) or {}
+    objectives = parse_objectives(meta.get("objectives") or [])
+    return SearchResult(study, objectives, _collect(study, objectives))
+
+
+def run_search(graph: Any, space: Optional[DesignSpace] = None, config: Optional[SearchConfig] = None, *,
+               dataset: Optional[str] = None, root: Optional[str] = None,
+               dataset_options: Optional[Dict[str, Any]] = None, cache: Optional[HopCache] = None) -> SearchResult:
+    """Search ``space`` on ``graph`` until the study has ``config.trials`` completed trials
+    (or ``config.timeout`` passes); returns all completed trials with the Pareto front.
+
+    ``dataset``/``root``/``dataset_options`` are stored so ``sgl search export`` can write a
+    config that ``sgl train --config`` runs; pass them when the graph came from the registry.
+    """
+    import optuna
+
+    space = space or DesignSpace()
+    config = config or SearchConfig()
+    name = dataset or getattr(graph, "name", None) or "graph"
+    meta = {"dataset": name, "root": root, "dataset_options": dict(dataset_options or {}),
+            "objectives": config.objectives, "space": space.to_dict(), "train": _train_dict(config),
+            "seed": config.seed, "optimizer": config.optimizer}
+    study_name = config.study_name or f"sgl-{name}"
+    study = open_study(config.storage, study_name, create=meta, config=config)
+    study.sampler = _make_sampler(config, len(study.get_trials(deepcopy=False)))
+    evaluator = DesignEvaluator(graph, space, config.train_config(), cache=cache)
+    names = [o.name for o in config.objective_list]
+
+    def objective(trial) -> Tuple[float, ...]:
+        design = space.suggest(trial)
+        metrics = evaluator.evaluate(design, seed=config.seed)
+        trial.set_user_attr("design", design)
+        trial.set_user_attr("model_config", space.to_model_config(design))
+        trial.set_user_attr("metrics", metrics)
+        return tuple(metrics[n] for n in names)
+
+    remaining = config.trials - len(_completed(study))
+    if remaining > 0:
+        previous_threads = torch.get_num_threads()
+        if config.threads is not None:
+            torch.set_num_threads(config.threads)
+        bar = None
+        if config.progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=config.trials, initial=config.trials - remaining, desc=f"search {study_name}",
+                       unit="trial", disable=None)
+
+        def on_trial(study_, trial_) -> None:
+            if bar is not None and trial_.state == optuna.trial.TrialState.COMPLETE:
+                bar.update(1)
+                front = _collect(study_, config.objective_list)
+                best = max(r["metrics"]["accuracy"] for r in front) if "accuracy" in names and front else None
+                bar.set_postfix(front=sum(r["on_front"] for r in front),
+                                **({"best_val": f"{best:.4f}"} if best is not None else {}))
+
+        stop = optuna.study.MaxTrialsCallback(config.trials, states=(optuna.trial.TrialState.COMPLETE,))
+        try:
+            # failed trials (a design that diverges) do not count; cap attempts so a broken space cannot loop forever
+            study.optimize(objective, n_trials=3 * remaining + 10, timeout=config.timeout, n_jobs=config.n_jobs,
+                           catch=(FeatureError,), callbacks=[stop, on_trial], gc_after_trial=False)
+        finally:
+            if bar is not None:
+                bar.close()
+            torch.set_num_threads(previous_threads)
+    return SearchResult(study, config.objective_list, _collect(study, config.objective_list), evaluator.cache)
+
+
+def _train_dict(config: SearchConfig) -> Dict[str, Any]:
+    train = config.train_config().to_dict()
+    for key in ("progress", "device", "eval_batch_size", "batch_size"):
+        train.pop(key, None)
+    return train
+
+
+def export_config(study, trial_number: int, seeds: int = 5) -> Dict[str, Any]:
+    """The ``sgl train --config`` run config of one completed trial."""
+    meta = study.user_attrs.get(_META)
+    if meta is None:
+        raise SearchError("this study was not created by `sgl search`; it holds no run settings to export")
+    matches = [t for t in _completed(study) if t.number == trial_number]
+    if not matches:
+        numbers = [t.number for t in _completed(study)]
+        raise SearchError(f"no completed trial {trial_number} in study {study.study_name!r}; "
+                          f"completed trials: {numbers[:20]}{' ...' if len(numbers) > 20 else ''}")
+    space = DesignSpace.from_dict(meta["space"])
+    return {"model": "sgap", "dataset": meta["dataset"], "root": meta.get("root"),
+            "dataset_options": meta.get("dataset_options") or {}, "seeds": seeds,
+            "model_config": space.to_model_config(matches[0].user_attrs["design"]),
+            "train": dict(meta["train"])}
+
+
+def dumps_config(config: Mapping[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(json.loads(json.dumps(config)), sort_keys=False)
