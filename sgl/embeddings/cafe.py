@@ -16,9 +16,9 @@ reset) before ``optimizer.step()``.
 gives ``hash_rate * B`` to hash rows and the rest to hot rows, each hot row costing
 ``4·dim`` bytes plus one 48-byte sketch bucket plus a 4-byte free-list entry (CAFE+ adds one
 48-byte LRU-filter bucket per ``1/filter_fraction`` hot rows). Whatever the hot part leaves
-goes to hash (and medium) rows, so the total equals ``B`` exactly whenever the sketch
-bytes are a multiple of ``4·dim`` (``num_hot`` is rounded down to make them so when that
-costs at most ``4·dim`` hot rows); :meth:`memory_bytes` is never above ``B``.
+goes to hash (and medium) rows; a few extra sketch buckets make the sketch bytes a multiple
+of ``4·dim`` so the total equals ``B`` exactly (see :func:`split_budget`);
+:meth:`memory_bytes` is never above ``B``.
 
 Example:
     >>> import torch
@@ -67,11 +67,15 @@ def paper_hyperparameters(ratio: float) -> Tuple[float, float]:
 
 
 def split_budget(budget: int, dim: int, hash_rate: float, filter_fraction: float = 0.0,
-                 medium_rate: float = 0.0) -> Tuple[int, int, int, int]:
-    """``(num_hot, num_filter_buckets, hash_rows, medium_rows)`` for a budget of ``budget`` bytes.
+                 medium_rate: float = 0.0) -> Tuple[int, int, int, int, int]:
+    """``(num_hot, num_buckets, num_filter_buckets, hash_rows, medium_rows)`` for ``budget`` bytes.
+
+    ``num_hot`` is the largest count (at most 4·dim below the formula's) for which a few
+    extra sketch buckets (main ones for CAFE, filter ones for CAFE+) make the sketch bytes a
+    multiple of ``4·dim``, so the hash rows fill the budget exactly.
 
     >>> split_budget(64_000, 16, 0.5)   # 1000 rows of 64 B at 10x of 10k ids
-    (272, 0, 507, 0)
+    (272, 272, 0, 507, 0)
     """
     if not 0 < hash_rate < 1:
         raise EmbeddingError(f"hash_rate must be in (0, 1), got {hash_rate!r}")
@@ -81,33 +85,35 @@ def split_budget(budget: int, dim: int, hash_rate: float, filter_fraction: float
     per_hot = row + BUCKET_BYTES + _FREE_LIST_BYTES + BUCKET_BYTES * filter_fraction
     hot_max = int(budget * (1 - hash_rate) // per_hot)
 
-    def config(hot: int) -> Tuple[int, int]:
-        filters = max(1, math.ceil(filter_fraction * hot)) if filter_fraction > 0 else 0
-        return filters, (BUCKET_BYTES + _FREE_LIST_BYTES) * hot + BUCKET_BYTES * filters
+    def sketch_bytes(hot: int, buckets: int, filters: int) -> int:
+        return BUCKET_BYTES * (buckets + filters) + _FREE_LIST_BYTES * hot
+
+    def base_filters(hot: int) -> int:
+        return max(1, math.ceil(filter_fraction * hot)) if filter_fraction > 0 else 0
 
     chosen = None
     for hot in range(hot_max, max(0, hot_max - row), -1):  # exact bytes when a close num_hot allows
-        filters, sketch = config(hot)
-        for extra in range(row if filter_fraction > 0 else 1):
-            if (sketch + BUCKET_BYTES * extra) % row == 0:
-                chosen = (hot, filters + extra)
+        filters = base_filters(hot)
+        for extra in range(row):
+            buckets, more = (hot, filters + extra) if filter_fraction > 0 else (hot + extra, filters)
+            if sketch_bytes(hot, buckets, more) % row == 0:
+                chosen = (hot, buckets, more)
                 break
         if chosen:
             break
     if chosen is None and hot_max >= 1:
-        chosen = (hot_max, config(hot_max)[0])
+        chosen = (hot_max, hot_max, base_filters(hot_max))
     smallest = per_hot + row
-    if chosen is None or budget - chosen[0] * row - config(chosen[0])[1] < row:
+    if chosen is None or budget - chosen[0] * row - sketch_bytes(*chosen) < row:
         raise EmbeddingError(f"a budget of {budget} bytes is smaller than the sketch needs: one hot row with its "
                              f"sketch bucket ({per_hot:.0f} B) plus one hash row ({row} B) = {smallest:.0f} B at "
                              f"dim={dim}, hash_rate={hash_rate}; use a lower compression ratio or a higher hash_rate")
-    hot, filters = chosen
-    sketch = (BUCKET_BYTES + _FREE_LIST_BYTES) * hot + BUCKET_BYTES * filters
-    rest = (budget - hot * row - sketch) // row
+    hot, buckets, filters = chosen
+    rest = (budget - hot * row - sketch_bytes(hot, buckets, filters)) // row
     medium = int(rest * medium_rate)
     if rest - medium < 1:
         raise EmbeddingError(f"budget {budget} B leaves no hash row after {hot} hot rows")
-    return hot, filters, rest - medium, medium
+    return hot, buckets, filters, rest - medium, medium
 
 
 class _SketchEmbedding(EmbeddingBackend):
@@ -230,8 +236,9 @@ class CAFEEmbedding(_SketchEmbedding):
     def __init__(self, num_embeddings: int, dim: int, num_hot: int, hash_rows: int, threshold: float = 20.0,
                  decay_factor: float = 0.99, decay_every: float = 10.0, medium_rows: int = 0,
                  medium_fraction: float = 0.2, use_frequency: bool = False, init_std: float = 0.01,
-                 seed: int = 0) -> None:
-        self.sketch = HotSketch(num_hot, num_hot, threshold, decay_factor, decay_every)
+                 seed: int = 0, num_buckets: Optional[int] = None) -> None:
+        self.sketch = HotSketch(num_hot if num_buckets is None else num_buckets, num_hot, threshold, decay_factor,
+                                decay_every)
         super().__init__(num_embeddings, dim, num_hot, hash_rows, medium_rows, medium_fraction, use_frequency,
                          init_std, seed)
 
@@ -242,10 +249,10 @@ class CAFEEmbedding(_SketchEmbedding):
         ``hash_rate``/``threshold`` default to the CAFE artifact's values for that ratio."""
         budget = budget_bytes(num_embeddings, dim, ratio)
         paper_threshold, paper_rate = paper_hyperparameters(ratio)
-        hot, _, hash_rows, medium_rows = split_budget(budget, dim, paper_rate if hash_rate is None else hash_rate,
-                                                      medium_rate=medium_rate)
+        hot, buckets, _, hash_rows, medium_rows = split_budget(
+            budget, dim, paper_rate if hash_rate is None else hash_rate, medium_rate=medium_rate)
         return cls(num_embeddings, dim, hot, hash_rows, threshold=paper_threshold if threshold is None else threshold,
-                   medium_rows=medium_rows, **kwargs)
+                   medium_rows=medium_rows, num_buckets=buckets, **kwargs)
 
     def after_backward(self, optimizer: Optional[torch.optim.Optimizer] = None) -> None:
         found = self.importance()
@@ -282,7 +289,7 @@ class CAFEPlusEmbedding(_SketchEmbedding):
         value for that ratio, of which ``medium_rate`` goes to the medium table."""
         budget = budget_bytes(num_embeddings, dim, ratio)
         rate = paper_hyperparameters(ratio)[1] if hash_rate is None else hash_rate
-        hot, filters, hash_rows, medium_rows = split_budget(budget, dim, rate, filter_fraction, medium_rate)
+        hot, _, filters, hash_rows, medium_rows = split_budget(budget, dim, rate, filter_fraction, medium_rate)
         return cls(num_embeddings, dim, hot, hash_rows, filters, medium_rows, **kwargs)
 
     def _effective(self, score: np.ndarray) -> np.ndarray:

@@ -1,0 +1,88 @@
+"""CTR training: metrics against sklearn, training on real and synthetic data, the CLI."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from sgl.cli import main
+from sgl.datasets.ctr import load_movielens_100k, make_synthetic_ctr
+from sgl.embeddings import build_embedding
+from sgl.models.ctr import build_ctr_model
+from sgl.tasks.ctr import CTRTrainConfig, log_loss, roc_auc, run_ctr, train_ctr
+
+
+def test_metrics_match_sklearn():
+    from sklearn.metrics import log_loss as sk_log_loss
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(0)
+    labels = rng.random(500) < 0.3
+    scores = np.round(rng.random(500) + labels * 0.3, 2)  # rounding makes ties
+    assert roc_auc(scores, labels) == pytest.approx(roc_auc_score(labels, scores))
+    probs = rng.random(500)
+    assert log_loss(probs, labels) == pytest.approx(sk_log_loss(labels, probs))
+    assert np.isnan(roc_auc([0.1, 0.2], [1, 1]))
+
+
+def _run(kind, ratio, data, seed=0, **options):
+    train, val, test = data
+    emb = build_embedding(kind, train.num_embeddings, 8, ratio=ratio, **options)
+    model = build_ctr_model("deepfm", emb, train.num_fields, 8, train.num_dense, hidden=[32])
+    return train_ctr(model, train, val, test, CTRTrainConfig(epochs=1, batch_size=256, lr=3e-3, progress=False), seed)
+
+
+def test_cafe_keeps_the_frequent_ids_apart_at_high_compression():
+    data = make_synthetic_ctr(30_000, [3000] * 4, num_dense=0, seed=0).split((0.8, 0.1, 0.1), seed=0)
+    hashed = _run("hash", 50, data)
+    cafe = _run("cafe", 50, data, threshold=5.0)
+    assert cafe["embedding_bytes"] == hashed["embedding_bytes"]
+    assert cafe["test_auc"] > 0.6 and hashed["test_auc"] > 0.55
+    assert cafe["test_auc"] >= hashed["test_auc"] - 0.005
+
+
+def test_movielens_trains_above_chance(data_path):
+    data = load_movielens_100k(data_path("ml-100k"), download=False)
+    train, val, test = data.split(seed=0)
+    result = _run("cafe+", 10, (train, val, test))
+    assert result["test_auc"] > 0.6 and result["best_epoch"] == 1
+
+
+def test_run_ctr_over_seeds_and_patience():
+    data = make_synthetic_ctr(4_000, [300, 100], num_dense=2, seed=1).split()
+
+    def factory(seed):
+        return build_ctr_model("wdl", build_embedding("qr", 400, 4, ratio=4), 2, 4, 2, hidden=[8])
+
+    record = run_ctr(factory, *data, seeds=[0, 1], config=CTRTrainConfig(epochs=3, patience=1, lr=0.01,
+                                                                                  batch_size=128, progress=False))
+    assert [r["seed"] for r in record["runs"]] == [0, 1]
+    assert record["embedding_bytes"] == 100 * 4 * 4
+    assert 0.5 < record["test_auc"]["mean"] <= 1
+
+
+def test_cli_trains_and_writes_a_record(tmp_path, capsys):
+    out = tmp_path / "record.json"
+    code = main(["train", "--task", "ctr", "--model", "dcn", "--dataset", "synthetic-ctr", "--seeds", "1",
+                 "--epochs", "1", "--hidden", "16", "--ctr-embedding", "cafe", "--ctr-compression", "10",
+                 "--ctr-embed-dim", "8", "--ctr-embedding-option", "threshold=5",
+                 "--dataset-option", "num_rows=3000", "--dataset-option", "ids_per_field=500",
+                 "--no-progress", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0 and "test AUC:" in text and "test log-loss:" in text
+    record = json.loads(out.read_text())
+    assert record["config"]["embedding"] == "cafe" and record["embedding_bytes"] == 400 * 8 * 4
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--ctr-compression", "0", "--ctr-embedding", "hash"], "compression ratio"),
+    (["--ctr-compression", "-5", "--ctr-embedding", "cafe"], "compression ratio"),
+    (["--ctr-embedding", "cafe", "--ctr-compression", "10000"], "smaller than the sketch"),
+    (["--dataset", "cora"], "--task ctr needs one of"),
+    (["--model", "sgc"], "unknown CTR model"),
+])
+def test_cli_bad_input_is_one_error_line(argv, message, capsys):
+    code = main(["train", "--task", "ctr", "--seeds", "1", "--epochs", "1", "--no-progress",
+                 "--dataset-option", "num_rows=200", "--dataset-option", "ids_per_field=100", *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error:") and message in err and "Traceback" not in err
