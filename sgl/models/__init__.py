@@ -8,14 +8,19 @@ from sgl.models.appnp import APPNP, APPNPConfig
 from sgl.models.base import SGAPConfig, SGAPModel
 from sgl.models.features import FullGraphInput, NodeFeatures
 from sgl.models.gamlp import GAMLP, GAMLPConfig
+from sgl.models.gcmae import GCMAE, GCMAEConfig, grace_config, graphmae_config
 from sgl.models.gbp import GBP, GBPConfig
 from sgl.models.message_passing import GAT, GCN, MESSAGE_PASSING_MODELS, GATConfig, GCNConfig, GraphSAGE, SAGEConfig
 from sgl.models.mlp import MLP, ResMLP
 from sgl.models.nafs import NAFS, NAFSConfig
+from sgl.models.rwgsl import (
+    RWGSL, STRUCTURE_LEARNERS, KNNGraph, KNNGraphConfig, NoStructureLearning, RWGSLConfig, structure_learner,
+)
 from sgl.models.pasca import PaSCaV1, PaSCaV1Config, PaSCaV2, PaSCaV2Config, PaSCaV3, PaSCaV3Config
 from sgl.models.s2gc import S2GC, S2GCConfig
 from sgl.models.sgc import SGC, SGCConfig
 from sgl.models.sign import SIGN, SIGNConfig
+from sgl.models.ssl_baselines import DGI, GAE, SSL_MODELS, DGIConfig, GAEConfig, build_ssl_model, ssl_model_config
 
 __all__ = [
     "SGAPModel", "SGAPConfig", "NodeFeatures", "FullGraphInput", "MLP", "ResMLP",
@@ -24,6 +29,9 @@ __all__ = [
     "PaSCaV1", "PaSCaV1Config", "PaSCaV2", "PaSCaV2Config", "PaSCaV3", "PaSCaV3Config",
     "GCN", "GCNConfig", "GraphSAGE", "SAGEConfig", "GAT", "GATConfig",
     "MODELS", "build_model", "model_config", "default_train_config",
+    "RWGSL", "RWGSLConfig", "KNNGraph", "KNNGraphConfig", "NoStructureLearning", "STRUCTURE_LEARNERS",
+    "structure_learner", "GCMAE", "GCMAEConfig", "graphmae_config", "grace_config", "DGI", "DGIConfig",
+    "GAE", "GAEConfig", "SSL_MODELS", "build_ssl_model", "ssl_model_config",
 ]
 
 #: name -> (model class, config dataclass, one-line description)

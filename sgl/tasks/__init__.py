@@ -9,6 +9,13 @@ from sgl.tasks.node_classification import (
     summarize,
 )
 from sgl.tasks.rlu import RLUConfig, train_rlu
+from sgl.tasks.clustering import cluster_metrics, clustering_accuracy, kmeans, run_clustering
+from sgl.tasks.graph_classification import batch_graphs, evaluate_graph_embeddings, pool, run_graph_classification
+from sgl.tasks.linear_probe import linear_probe
+from sgl.tasks.link_prediction import EdgeSplit, link_metrics, link_scores, run_link_prediction, split_edges
 
 __all__ = ["accuracy", "macro_f1", "TrainConfig", "Trainer", "Distillation", "run_node_classification",
-           "seed_everything", "summarize", "RLUConfig", "train_rlu"]
+           "seed_everything", "summarize", "RLUConfig", "train_rlu",
+           "linear_probe", "cluster_metrics", "clustering_accuracy", "kmeans", "run_clustering",
+           "EdgeSplit", "split_edges", "link_scores", "link_metrics", "run_link_prediction",
+           "batch_graphs", "pool", "evaluate_graph_embeddings", "run_graph_classification"]
