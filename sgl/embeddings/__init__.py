@@ -22,12 +22,16 @@ from sgl.embeddings.hotsketch import HotSketch
 from sgl.embeddings.hotsketch_plus import HotSketchPlus
 from sgl.embeddings.sketches import CountMinTopK, SpaceSaving
 from sgl.embeddings.tables import FullEmbedding, HashEmbedding, QREmbedding, hash_ids
+from sgl.embeddings import het, hetgmp
+from sgl.embeddings.het import HETConfig, HETEmbedding, NoCacheEmbedding
+from sgl.embeddings.hetgmp import GMPConfig, GMPEmbedding
 from sgl.errors import EmbeddingError
 
 __all__ = [
     "EmbeddingBackend", "FullEmbedding", "HashEmbedding", "QREmbedding", "CAFEEmbedding", "CAFEPlusEmbedding",
     "HotSketch", "HotSketchPlus", "SpaceSaving", "CountMinTopK", "EMBEDDINGS", "build_embedding",
     "budget_bytes", "check_ratio", "split_budget", "paper_hyperparameters", "hash_ids",
+    "het", "hetgmp", "HETConfig", "HETEmbedding", "NoCacheEmbedding", "GMPConfig", "GMPEmbedding",
 ]
 
 
