@@ -248,3 +248,21 @@ def test_no_cache_baseline_trains_like_bound0_and_moves_more_bytes() -> None:
     assert torch.equal(runs["het"][0], runs["ps"][0])  # same synchronous SGD
     steps = sum(int(torch.unique(ids[i:i + 8]).numel()) for i in range(0, ids.shape[0], 8))
     assert runs["ps"][1] == steps * 2 * (8 + 4 * dim)  # every unique key pulled and pushed
+
+
+def test_het_and_gmp_layers_drive_a_ctr_model() -> None:
+    from sgl.embeddings.hetgmp import GMPConfig, simulated_cluster
+    from sgl.models.ctr import build_ctr_model
+
+    vocab, dim = 60, 8
+    ids = zipf_ids(32, 3, vocab, seed=2)
+    dense, y = torch.randn(32, 2), torch.rand(32).round()
+    _, (het,) = make_workers(1, vocab, dim, capacity=10, bound=2)
+    _, (gmp, _) = simulated_cluster(GMPConfig(vocab, dim, bound=0, lr=0.1), torch.arange(vocab) % 2, [[], []])
+    for emb in (het, gmp):
+        model = build_ctr_model("deepfm", emb, num_fields=3, embed_dim=dim, num_dense=2)
+        before = emb.transport.stats.rows_pushed
+        F.binary_cross_entropy_with_logits(model(dense, ids), y).backward()
+        emb.step()
+        emb.flush()
+        assert emb.transport.stats.rows_pushed > before

@@ -215,6 +215,11 @@ class WorkerEmbedding(nn.Module):
     def embedding_dim(self) -> int:
         return self.config.embedding_dim
 
+    @property
+    def dim(self) -> int:
+        """Same as :attr:`embedding_dim` (the name the other sgl.embeddings backends use)."""
+        return self.config.embedding_dim
+
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         check_ids(ids, self.config.num_embeddings, type(self).__name__)
         if self._pending is not None:
