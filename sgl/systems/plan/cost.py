@@ -17,7 +17,7 @@ Time of one layer for one training iteration (ms):
   ``bct_fct_coe * forward`` plus one more forward with checkpointing;
 * Megatron TP: 4 all-reduces of the micro-batch activation per layer (6 with checkpointing),
   Ulysses SP: 8 all-to-alls of a 1/tp slice (12 with checkpointing);
-* DP gradient all-reduce ``2 (dp-1)/dp * P/2/tp`` MB (bf16), ZeRO-3 adds an all-gather per
+* DP gradient all-reduce ``2 (dp-1)/dp * P/2/tp`` MB (bf16; ``P/tp`` for fp32), ZeRO-3 adds an all-gather per
   micro-batch in forward and backward; both overlap with compute, each slowed down by the
   profiled ``overlap_coe``: ``max(a, b) + (coe - 1) * min(a, b)``;
 * a layout change between consecutive layers (TP degree/consecutiveness/SP) re-distributes the
@@ -97,6 +97,11 @@ class CostModel:
             )
 
     # ------------------------------------------------------------------ helpers
+    @property
+    def _wire(self) -> float:
+        """Bytes on the wire per fp32 parameter byte (bf16 gradients: 0.5)."""
+        return self.options.bytes_per_value / 4.0
+
     def _ms(self, megabytes: np.ndarray | float, gbps: np.ndarray | float) -> np.ndarray | float:
         """Transfer time in ms of ``megabytes`` at ``gbps`` GB/s."""
         return np.asarray(megabytes) / (np.asarray(gbps) * 1024.0) * 1000.0
@@ -139,7 +144,7 @@ class CostModel:
             states = 4.0 * p.param_mb / s.tp * self.zero_ratio(s.sdp, s.dp, chunks)
             m = self.micro_batch(global_bsz, chunks, s.dp)
             act = p.activation(s.tp, sp=s.sp, ckpt=s.ckpt) * m * self.in_flight(stage, s.pp, chunks)
-            gather = p.param_mb / 2.0 / s.tp / s.split if (s.sdp and s.split > 1) else 0.0
+            gather = p.param_mb * self._wire / s.tp / s.split if (s.sdp and s.split > 1) else 0.0
             out[i] = states + act + gather
         return out
 
@@ -167,7 +172,7 @@ class CostModel:
             fwd_comm = bwd_comm = 0.0
             if s.dp > 1:
                 bw = self.hardware.bandwidth(s.dp, crosses_nodes=self._crosses(s, "dp"))
-                grad_mb = p.param_mb / 2.0 / s.tp
+                grad_mb = p.param_mb * self._wire / s.tp
                 allreduce = self._ms(2 * (s.dp - 1) / s.dp * grad_mb, bw)
                 if s.sdp:
                     gather = allreduce / 2.0
@@ -233,7 +238,7 @@ class CostModel:
             if dp > 1:
                 crosses = dp * option.vtp > self.cluster.devices_per_node and option.vtp < self.cluster.devices_per_node
                 bw = self.hardware.bandwidth(dp, crosses_nodes=crosses and per_stage > self.cluster.devices_per_node)
-                grad_mb = states / 4.0 / 2.0 / option.vtp
+                grad_mb = states / 4.0 * self._wire / option.vtp
                 comm = self._ms(2 * (dp - 1) / dp * grad_mb, bw) * (1.5 if option.sdp else 1.0)
             vcomm = 0.0
             if option.vtp > 1:

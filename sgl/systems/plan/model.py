@@ -120,6 +120,8 @@ MODEL_PRESETS: Dict[str, TransformerConfig] = {
     "gpt-1.3b": TransformerConfig("gpt-1.3b", 24, 2048, 16, 8192, 50257, 2048, gated_mlp=False),
     # The executor's CPU model: small enough that 2 gloo processes train it in seconds.
     "tiny": TransformerConfig("tiny", 4, 64, 4, 128, 256, 32),
+    # CPU calibration model for benchmarks/bench_plan.py: big enough that compute dominates.
+    "cpu-small": TransformerConfig("cpu-small", 4, 256, 8, 704, 2048, 128),
 }
 
 

@@ -372,9 +372,19 @@ def load_builtin_profiles(model: TransformerConfig | str, num_nodes: int = 1, de
     """
     cfg = get_model_config(model)
     folder = Path(directory) if directory is not None else BUILTIN_PROFILE_DIR
-    mem_name, comp_name = model_profile_names(cfg)
-    if (folder / mem_name).exists() and (folder / comp_name).exists():
-        profile = load_model_profile(folder / mem_name, folder / comp_name, cfg)
+    found = None
+    for precision in ("bf16", "fp16", "fp32"):
+        mem_name, comp_name = model_profile_names(cfg, precision)
+        if (folder / mem_name).exists() and (folder / comp_name).exists():
+            found = (folder / mem_name, folder / comp_name)
+            break
+    if found is not None:
+        profile = load_model_profile(found[0], found[1], cfg)
+    elif directory is not None:
+        raise PlanError(
+            f"no profile for {cfg.name} in {str(folder)!r}: expected {model_profile_names(cfg)[0]} and "
+            f"{model_profile_names(cfg)[1]} (or the fp16/fp32 variants); run `sgl plan profile --model {cfg.name} --out DIR`"
+        )
     else:
         ref_cfg = get_model_config("llama-7b")
         ref_mem, ref_comp = model_profile_names(ref_cfg)

@@ -71,6 +71,7 @@ class SearchConfig:
     pipeline_type: str = "pipedream_flush"
     default_dp_type: str = "ddp"
     bct_fct_coe: float = 2.0
+    bytes_per_value: int = 2             # 2: bf16 activations/gradients (GPU); 4: fp32 (CPU runs)
     profile_dir: Optional[str] = None
 
     def validate(self) -> None:
@@ -135,7 +136,7 @@ class PlanSearcher:
             profile = profile or p
             hardware = hardware or h
         options = CostOptions(pipeline_type=config.pipeline_type, default_dp_type=config.default_dp_type,
-                              bct_fct_coe=config.bct_fct_coe)
+                              bct_fct_coe=config.bct_fct_coe, bytes_per_value=config.bytes_per_value)
         self.cost = CostModel(self.model, profile, hardware, self.cluster, options)
         n = self.cluster.num_devices
         if config.max_tp is not None:
