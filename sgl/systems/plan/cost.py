@@ -8,8 +8,8 @@ Memory of one layer on one device (MB), for a strategy with degrees (pp, tp, dp)
 * activations ``A[tp] * m * k`` with ``m = B / (chunks * dp)`` samples per micro-batch and
   ``k`` micro-batches in flight: ``min(pp - stage, chunks)`` for 1F1B, ``chunks`` for GPipe;
   checkpointing keeps only the layer input (``A[checkpoint]``);
-* OSDP operator splitting: a ZeRO-3 layer gathers its bf16 weights in ``split`` slices, so the
-  transient full-weight buffer is ``P / 2 / tp / split``.
+* OSDP mode adds, once per plan, the largest transient buffer of gathered ZeRO-3 weights,
+  ``P / 2 / tp / split`` for a layer whose operators are split in ``split`` slices.
 
 Time of one layer for one training iteration (ms):
 
@@ -144,9 +144,17 @@ class CostModel:
             states = 4.0 * p.param_mb / s.tp * self.zero_ratio(s.sdp, s.dp, chunks)
             m = self.micro_batch(global_bsz, chunks, s.dp)
             act = p.activation(s.tp, sp=s.sp, ckpt=s.ckpt) * m * self.in_flight(stage, s.pp, chunks)
-            gather = p.param_mb * self._wire / s.tp / s.split if (s.sdp and s.split > 1) else 0.0
-            out[i] = states + act + gather
+            out[i] = states + act
         return out
+
+    def gather_buffer(self, strategies: Sequence[Strategy]) -> np.ndarray:
+        """MB of the transient full-weight buffer a ZeRO-3 layer all-gathers (OSDP's memory term).
+
+        Only one layer's weights are gathered at a time, so a plan's peak adds the *largest*
+        buffer of its layers once; operator splitting gathers ``split`` slices one after another.
+        """
+        return np.array([self.profile.param_mb * self._wire / s.tp / s.split if s.sdp else 0.0
+                         for s in strategies])
 
     def layer_time(self, strategies: Sequence[Strategy], global_bsz: int, chunks: int) -> np.ndarray:
         """ms one layer costs per iteration on each device (array over strategies)."""

@@ -109,9 +109,9 @@ class SearchResult:
 
 #: Pure baselines under the same cost model: (description, strategy filter, uniform layers).
 BASELINES: Dict[str, Callable[[Strategy, int], bool]] = {
-    "dp": lambda s, n: s.pp == 1 and s.tp == 1 and not s.sdp,
-    "sdp": lambda s, n: s.pp == 1 and s.tp == 1 and (s.sdp or s.dp == 1),
-    "tp": lambda s, n: s.pp == 1 and s.tp == n,
+    "dp": lambda s, n: s.pp == 1 and s.tp == 1 and not s.sdp and s.split == 1,
+    "sdp": lambda s, n: s.pp == 1 and s.tp == 1 and (s.sdp or s.dp == 1) and s.split == 1,
+    "tp": lambda s, n: s.pp == 1 and s.tp == n and s.split == 1,
     "3d": lambda s, n: not s.sdp and s.tp_consec and not s.sp and s.split == 1,
 }
 
@@ -294,6 +294,24 @@ class PlanSearcher:
             fixed.append(float(self._other(task, k)[1].min()))
         return _minimax_partition(per_layer, fixed, L)
 
+    def _task_variants(self, tasks, baseline, filt):
+        """(task, reserved units, strategies) to run; OSDP reserves each possible gather buffer.
+
+        The peak of gathered ZeRO-3 weights is a maximum over layers, not a sum, so OSDP mode
+        runs the DP once per cap: strategies whose buffer fits under the cap, budget minus cap.
+        """
+        n = self.cluster.num_devices
+        for task in tasks:
+            strategies = self._strategies(task.pp, "full" if baseline else None)
+            if filt is not None:
+                strategies = [s for s in strategies if filt(s, n)]
+            if self.config.mode != "osdp" or not strategies:
+                yield task, 0, strategies
+                continue
+            buffers = self._units(self.cost.gather_buffer(strategies))
+            for cap in sorted(set(buffers.tolist())):
+                yield task, int(cap), [s for s, b in zip(strategies, buffers) if b <= cap]
+
     def _task_min_memory(self, task: _Task, prep) -> float:
         """Least memory units any plan of this task needs on its most loaded stage."""
         per_layer, fixed = [], []
@@ -312,10 +330,18 @@ class PlanSearcher:
             strategies = self._strategies(task.pp, space)
             if uniform_filter is not None:
                 strategies = [s for s in strategies if uniform_filter(s, self.cluster.num_devices)]
-            prep = self._prepare(task, strategies)
-            if prep is None:
-                continue
-            best = min(best, self._task_min_memory(task, prep) * self.config.granularity_mb)
+            caps = [0]
+            if self.config.mode == "osdp" and strategies:
+                buffers = self._units(self.cost.gather_buffer(strategies))
+                caps = sorted(set(buffers.tolist()))
+            for cap in caps:
+                allowed = strategies
+                if self.config.mode == "osdp":
+                    allowed = [s for s, b in zip(strategies, buffers) if b <= cap]
+                prep = self._prepare(task, allowed)
+                if prep is None:
+                    continue
+                best = min(best, (self._task_min_memory(task, prep) + cap) * self.config.granularity_mb)
         return best
 
     def search(self, memory_gb: Optional[float] = None, *, baseline: Optional[str] = None) -> SearchResult:
@@ -330,7 +356,7 @@ class PlanSearcher:
         if baseline is not None and baseline not in BASELINES:
             raise PlanError(f"unknown baseline {baseline!r}; choose one of {sorted(BASELINES)}")
         started = time.perf_counter()
-        budget = self._budget_units(memory_gb)
+        full_budget = self._budget_units(memory_gb)
         n = self.cluster.num_devices
         filt = BASELINES.get(baseline) if baseline else None
         best: Optional[Tuple[float, _Task, list, object, tuple]] = None
@@ -338,12 +364,10 @@ class PlanSearcher:
         # Largest batches first: they usually win, and their throughput prunes the rest.
         tasks.sort(key=lambda t: (-t.global_bsz, t.chunks, t.pp))
         evaluated = 0
-        for task in tasks:
-            strategies = self._strategies(task.pp, "full" if baseline else None)
-            if filt is not None:
-                strategies = [s for s in strategies if filt(s, n)]
+        for task, cap_units, strategies in self._task_variants(tasks, baseline, filt):
+            budget = full_budget - cap_units
             prep = self._prepare(task, strategies)
-            if prep is None:
+            if prep is None or budget < 0:
                 continue
             # Lower bound on the pipeline time: every layer at its fastest, no memory limit,
             # perfectly balanced stages: sum_k T_k / c * (1 + (c - 1) / pp).
@@ -365,7 +389,7 @@ class PlanSearcher:
                     continue
                 throughput = task.global_bsz / t
                 if best is None or throughput > best[0] + 1e-12:
-                    best = (throughput, task, division, prep, option, ounits[:, j])
+                    best = (throughput, task, division, prep, option, ounits[:, j], budget)
         if best is None:
             smallest = self.min_feasible_memory_mb(space="full" if baseline else None, uniform_filter=filt)
             what = f"baseline {baseline!r}" if baseline else f"search space {self.config.space!r}"
@@ -377,11 +401,12 @@ class PlanSearcher:
                 f"{self.cluster.num_nodes}x{self.cluster.devices_per_node} devices ({what}); the smallest feasible "
                 f"budget is {math.ceil(smallest / 1024.0 * 100) / 100:.2f} GB"
             )
-        plan = self._build_plan(best, budget, memory_gb, uniform=filt is not None, label=baseline or self.config.space)
+        label = baseline or ("osdp" if self.config.mode == "osdp" else self.config.space)
+        plan = self._build_plan(best, best[-1], memory_gb, uniform=filt is not None, label=label)
         return SearchResult(plan, evaluated, time.perf_counter() - started)
 
     def _build_plan(self, best, budget: int, memory_gb: float, uniform: bool, label: str) -> Plan:
-        _, task, division, prep, option, ounits = best
+        _, task, division, prep, option, ounits, _ = best
         strategies, cls, intra, inter = prep
         layers: List[Strategy] = []
         for k, n_k in enumerate(division):
@@ -431,7 +456,8 @@ class PlanSearcher:
             t += sum(inter[layouts.index(uniq[a].layout), layouts.index(uniq[b].layout)] for a, b in zip(idx, idx[1:]))
             om, ot = self.cost.other_cost(option, plan.pp, k, plan.global_bsz, plan.chunks)
             times.append(t + ot + p2p)
-            mems.append(float(sum(mem[i] for i in idx) + om))
+            buffer = float(self.cost.gather_buffer(uniq).max()) if plan.space == "osdp" else 0.0
+            mems.append(float(sum(mem[i] for i in idx) + om + buffer))
         return self._pipeline_time(times, plan.chunks), mems, times
 
 
