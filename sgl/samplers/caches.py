@@ -1,0 +1,352 @@
+"""In-memory caches of out-of-core training, all bounded by one :class:`MemoryBudget`.
+
+* :class:`LRUFeatureCache` — least-recently-used at batch granularity (the rows of one batch
+  are "used" together; ties inside a batch are irrelevant to the hit count of later batches).
+* :class:`StaticFeatureCache` — a fixed node set chosen in advance (OUTRE: top access
+  frequency from one profiling pass), filled lazily on the first miss.
+* :class:`BeladyFeatureCache` — Ginex's policy: given the pre-sampled id trace of a
+  superbatch, evict the row whose next use is furthest in the future (optimal for the trace).
+* :class:`HistoricalEmbeddingCache` — OUTRE's cache of last-layer inputs with a staleness
+  bound in iterations.
+
+Every cache reports ``nbytes`` (values plus index structures) so the budget can be checked
+at run time; every feature cache reads its misses through the store's counted I/O layer.
+
+Example:
+    >>> import numpy as np, torch
+    >>> from sgl.samplers.caches import LRUFeatureCache, parse_bytes
+    >>> parse_bytes("512MB"), parse_bytes("1.5GiB"), parse_bytes(1024)
+    (512000000, 1610612736, 1024)
+    >>> class Rows:  # any reader with read(ids) -> float32 rows
+    ...     num_nodes, num_features, row_bytes = 10, 2, 8
+    ...     def read(self, ids): return torch.as_tensor(np.stack([ids, ids], 1), dtype=torch.float32)
+    >>> cache = LRUFeatureCache(Rows(), capacity_rows=3)
+    >>> cache.fetch(np.array([1, 2])).tolist(), cache.fetch(np.array([2, 5])).tolist()
+    ([[1.0, 1.0], [2.0, 2.0]], [[2.0, 2.0], [5.0, 5.0]])
+    >>> cache.hits, cache.misses
+    (1, 3)
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from sgl.errors import ConfigError
+
+__all__ = ["parse_bytes", "MemoryBudget", "NoFeatureCache", "LRUFeatureCache", "StaticFeatureCache",
+           "BeladyFeatureCache", "HistoricalEmbeddingCache"]
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "k": 10**3, "m": 10**6, "g": 10**9}
+
+
+def parse_bytes(value: Union[str, int, float]) -> int:
+    """``"512MB"`` -> 512,000,000; ``"1GiB"`` -> 2^30; plain numbers are bytes."""
+    if isinstance(value, bool):
+        raise ConfigError(f"a memory budget must be a size like 512MB, got {value!r}")
+    if isinstance(value, (int, float)):
+        number, unit = float(value), ""
+    else:
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(value))
+        if not match or match.group(2).lower() not in _UNITS:
+            raise ConfigError(f"cannot read memory size {value!r}; use e.g. 512MB, 2GB, 256MiB or a byte count")
+        number, unit = float(match.group(1)), match.group(2).lower()
+    size = int(number * _UNITS[unit])
+    if size <= 0:
+        raise ConfigError(f"a memory budget must be positive, got {value!r}")
+    return size
+
+
+class MemoryBudget:
+    """A byte cap shared by every cache and the per-batch working set; :meth:`check` enforces it."""
+
+    def __init__(self, total: Union[str, int]) -> None:
+        self.total = parse_bytes(total)
+        self.parts: Dict[str, Any] = {}
+        self.peak = 0
+
+    def register(self, name: str, cache: Any) -> None:
+        self.parts[name] = cache
+
+    def used(self) -> int:
+        return sum(int(getattr(part, "nbytes", 0)) for part in self.parts.values())
+
+    def check(self, working_bytes: int = 0, where: str = "") -> int:
+        """Raise :class:`ConfigError` when caches + ``working_bytes`` exceed the budget."""
+        used = self.used() + int(working_bytes)
+        self.peak = max(self.peak, used)
+        if used > self.total:
+            detail = ", ".join(f"{k} {int(getattr(v, 'nbytes', 0)):,}" for k, v in self.parts.items())
+            raise ConfigError(f"memory budget exceeded{' ' + where if where else ''}: {used:,} bytes in use "
+                              f"({detail}, batch {int(working_bytes):,}) > budget {self.total:,}; "
+                              f"raise --memory-budget or lower the batch size / fan-outs")
+        return used
+
+    def __repr__(self) -> str:
+        return f"MemoryBudget(total={self.total:,}, used={self.used():,})"
+
+
+class _FeatureCacheBase:
+    """Slot storage ``values[capacity, F]`` plus a ``num_nodes`` slot map."""
+
+    def __init__(self, reader: Any, capacity_rows: int, dtype: torch.dtype = torch.float32) -> None:
+        if capacity_rows < 0:
+            raise ConfigError(f"cache capacity must be >= 0 rows, got {capacity_rows}")
+        self.reader = reader
+        self.capacity = int(min(capacity_rows, reader.num_nodes))
+        self.values = torch.empty(self.capacity, reader.num_features, dtype=dtype)
+        self.slot_of = np.full(reader.num_nodes if self.capacity else 0, -1, dtype=np.int32)
+        self.node_of = np.full(self.capacity, -1, dtype=np.int64)
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def capacity_for(nbytes: int, num_nodes: int, num_features: int, itemsize: int = 4) -> int:
+        """Rows that fit in ``nbytes`` after the slot map (4 B per node) and 8 B per slot."""
+        room = int(nbytes) - 4 * num_nodes
+        return max(0, room // (num_features * itemsize + 8))
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.values.numel() * self.values.element_size() + self.slot_of.nbytes + self.node_of.nbytes)
+
+    def _lookup(self, ids: np.ndarray):
+        slot = self.slot_of[ids] if self.capacity else np.full(ids.size, -1, dtype=np.int32)
+        return slot
+
+    def fetch(self, ids: np.ndarray) -> torch.Tensor:
+        """Rows of ``ids`` (unique ids), from the cache or the store."""
+        ids = np.asarray(ids, dtype=np.int64)
+        slot = self._lookup(ids)
+        hit = slot >= 0
+        out = torch.empty(ids.size, self.reader.num_features, dtype=torch.float32)
+        if hit.any():
+            out[torch.from_numpy(hit)] = self.values[torch.from_numpy(slot[hit].astype(np.int64))].float()
+        miss = ~hit
+        if miss.any():
+            rows = self.reader.read(ids[miss])
+            out[torch.from_numpy(miss)] = rows
+            self._admit(ids, hit, slot, ids[miss], rows)
+        else:
+            self._admit(ids, hit, slot, ids[:0], out[:0])
+        self.hits += int(hit.sum())
+        self.misses += int(miss.sum())
+        return out
+
+    def _admit(self, ids, hit, slot, miss_ids, miss_rows) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _store(self, slots: np.ndarray, nodes: np.ndarray, rows: torch.Tensor) -> None:
+        old = self.node_of[slots]
+        self.slot_of[old[old >= 0]] = -1
+        self.node_of[slots] = nodes
+        self.slot_of[nodes] = slots
+        self.values[torch.from_numpy(slots.astype(np.int64))] = rows.to(self.values.dtype)
+
+
+class NoFeatureCache(_FeatureCacheBase):
+    """Every read goes to the store."""
+
+    def __init__(self, reader: Any) -> None:
+        super().__init__(reader, 0)
+
+    def _admit(self, ids, hit, slot, miss_ids, miss_rows) -> None:
+        return None
+
+
+class LRUFeatureCache(_FeatureCacheBase):
+    """Least-recently-used rows (batch granularity)."""
+
+    def __init__(self, reader: Any, capacity_rows: int) -> None:
+        super().__init__(reader, capacity_rows)
+        self.last_used = np.full(self.capacity, -1, dtype=np.int64)
+        self.clock = 0
+
+    @property
+    def nbytes(self) -> int:
+        return super().nbytes + int(self.last_used.nbytes)
+
+    def _admit(self, ids, hit, slot, miss_ids, miss_rows) -> None:
+        self.clock += 1
+        if not self.capacity:
+            return
+        self.last_used[slot[hit]] = self.clock
+        if miss_ids.size == 0:
+            return
+        # victims: the least recently used slots, never ones used by this batch
+        take = min(miss_ids.size, self.capacity - int(hit.sum()))
+        if take <= 0:
+            return
+        victims = np.argpartition(self.last_used, take - 1)[:take] if take < self.capacity else np.arange(take)
+        keep = miss_ids[:take]
+        self._store(victims, keep, miss_rows[:take])
+        self.last_used[victims] = self.clock
+
+
+class StaticFeatureCache(_FeatureCacheBase):
+    """A fixed set of nodes, cached on their first miss (never evicted)."""
+
+    def __init__(self, reader: Any, nodes: np.ndarray) -> None:
+        nodes = np.unique(np.asarray(nodes, dtype=np.int64))
+        super().__init__(reader, nodes.size)
+        self.member = np.zeros(reader.num_nodes if self.capacity else 0, dtype=bool)
+        if self.capacity:
+            self.member[nodes] = True
+        self.filled = 0
+
+    @property
+    def nbytes(self) -> int:
+        return super().nbytes + int(self.member.nbytes)
+
+    def _admit(self, ids, hit, slot, miss_ids, miss_rows) -> None:
+        if not self.capacity or miss_ids.size == 0:
+            return
+        admit = self.member[miss_ids]
+        count = int(admit.sum())
+        if count:
+            slots = np.arange(self.filled, self.filled + count)
+            self._store(slots, miss_ids[admit], miss_rows[torch.from_numpy(admit)])
+            self.filled += count
+
+
+class BeladyFeatureCache(_FeatureCacheBase):
+    """Belady's optimal replacement over a known trace of per-batch id sets (Ginex).
+
+    ``trace[t]`` must be the unique ids batch ``t`` will fetch, in the order they will be fetched.
+    """
+
+    def __init__(self, reader: Any, capacity_rows: int, trace: Sequence[np.ndarray] = ()) -> None:
+        super().__init__(reader, capacity_rows)
+        self.next_of = np.full(self.capacity, np.iinfo(np.int64).max, dtype=np.int64)
+        self.used = 0
+        self.set_trace(trace)
+
+    def set_trace(self, trace: Sequence[np.ndarray]) -> None:
+        """Start a new superbatch: its per-batch id sets; cached rows keep their data."""
+        never = np.iinfo(np.int64).max
+        self.trace = [np.asarray(t, dtype=np.int64) for t in trace]
+        self.step = 0
+        empty = np.empty(0, dtype=np.int64)
+        batch = np.concatenate([np.full(t.size, i, dtype=np.int64) for i, t in enumerate(self.trace)]) \
+            if self.trace else empty
+        nodes = np.concatenate(self.trace) if self.trace else empty
+        # next use of every (batch, node) occurrence: sort occurrences by (node, batch)
+        order = np.lexsort((batch, nodes))
+        nxt = np.full(nodes.size, never, dtype=np.int64)
+        same = nodes[order][1:] == nodes[order][:-1]
+        nxt[order[:-1][same]] = batch[order][1:][same]
+        self._next = np.split(nxt, np.cumsum([t.size for t in self.trace])[:-1]) if self.trace else []
+        if self.capacity and self.used:
+            # cached rows: next use = first batch of the new superbatch that needs them
+            first = np.full(self.capacity, never, dtype=np.int64)
+            if nodes.size:
+                is_first = np.ones(nodes.size, dtype=bool)
+                is_first[1:] = ~same
+                firsts = order[is_first]
+                slots = self.slot_of[nodes[firsts]]
+                ok = slots >= 0
+                first[slots[ok]] = batch[firsts][ok]
+            self.next_of[:self.used] = first[:self.used]
+
+    @property
+    def nbytes(self) -> int:
+        # the next-use plan of the superbatch is part of Ginex's memory footprint
+        return super().nbytes + int(self.next_of.nbytes) + sum(int(n.nbytes) for n in self._next)
+
+    def fetch(self, ids: np.ndarray) -> torch.Tensor:
+        ids = np.asarray(ids, dtype=np.int64)
+        if self.step >= len(self.trace) or not np.array_equal(ids, self.trace[self.step]):
+            raise ConfigError(f"Belady cache: batch {self.step} asked for ids that differ from the pre-sampled "
+                              f"trace; the superbatch must be replayed exactly")
+        return super().fetch(ids)
+
+    def _admit(self, ids, hit, slot, miss_ids, miss_rows) -> None:
+        nxt = self._next[self.step]
+        self.step += 1
+        if not self.capacity:
+            return
+        never = np.iinfo(np.int64).max
+        self.next_of[slot[hit]] = nxt[hit]
+        miss_next = nxt[~hit]
+        useful = miss_next != never
+        miss_ids, miss_next = miss_ids[useful], miss_next[useful]
+        miss_rows = miss_rows[torch.from_numpy(useful)]
+        if miss_ids.size == 0:
+            return
+        free = self.capacity - self.used
+        if miss_ids.size <= free:
+            slots = np.arange(self.used, self.used + miss_ids.size)
+            self.used += miss_ids.size
+            self._store(slots, miss_ids, miss_rows)
+            self.next_of[slots] = miss_next
+            return
+        # keep the `capacity` entries (cached or new) with the soonest next use
+        keys = np.concatenate([self.next_of[:self.used], miss_next])
+        keep = np.argpartition(keys, self.capacity - 1)[:self.capacity]
+        keep_new = keep[keep >= self.used] - self.used
+        evict = np.setdiff1d(np.arange(self.used), keep[keep < self.used], assume_unique=True)
+        fill = np.concatenate([evict, np.arange(self.used, self.capacity)])[:keep_new.size]
+        if free > 0:
+            self.used = self.capacity
+        if keep_new.size:
+            self._store(fill, miss_ids[keep_new], miss_rows[torch.from_numpy(keep_new)])
+            self.next_of[fill] = miss_next[keep_new]
+        stale = evict[keep_new.size:] if keep_new.size < evict.size else evict[:0]
+        if stale.size:  # evicted and not refilled: mark empty (never reused before refill)
+            self.slot_of[self.node_of[stale]] = -1
+            self.node_of[stale] = -1
+            self.next_of[stale] = never
+
+
+class HistoricalEmbeddingCache:
+    """Last-layer inputs of a selected node set, with a staleness bound (OUTRE).
+
+    A selected node's entry is *fresh* at iteration ``it`` when it was pushed at ``ts`` with
+    ``it - ts < staleness``; a fresh node is pulled (and its subtree pruned), otherwise it is
+    recomputed and pushed.
+    """
+
+    def __init__(self, nodes: np.ndarray, num_nodes: int, width: int, staleness: int) -> None:
+        if isinstance(staleness, bool) or not isinstance(staleness, (int, np.integer)) or staleness < 1:
+            raise ConfigError(f"staleness must be a positive number of iterations, got {staleness!r}")
+        nodes = np.unique(np.asarray(nodes, dtype=np.int64))
+        self.staleness = int(staleness)
+        self.slot_of = np.full(num_nodes if nodes.size else 0, -1, dtype=np.int64)
+        self.slot_of[nodes] = np.arange(nodes.size)
+        self.values = torch.zeros(nodes.size, width)
+        self.stamp = np.full(nodes.size, -(1 << 40), dtype=np.int64)
+        self.pulls = 0
+        self.pushes = 0
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.values.numel() * 4 + self.stamp.nbytes + self.slot_of.nbytes)
+
+    @staticmethod
+    def capacity_for(nbytes: int, num_nodes: int, width: int) -> int:
+        return max(0, (int(nbytes) - 8 * num_nodes) // (4 * width + 8))
+
+    def fresh(self, nodes: np.ndarray, iteration: int) -> np.ndarray:
+        if not self.values.size(0):
+            return np.zeros(nodes.size, dtype=bool)
+        slot = self.slot_of[nodes]
+        ok = slot >= 0
+        ok[ok] = iteration - self.stamp[slot[ok]] < self.staleness
+        return ok
+
+    def pull(self, nodes: np.ndarray) -> torch.Tensor:
+        self.pulls += int(nodes.size)
+        return self.values[torch.from_numpy(self.slot_of[nodes])]
+
+    def push(self, nodes: np.ndarray, rows: torch.Tensor, iteration: int) -> None:
+        if not self.values.size(0) or nodes.size == 0:
+            return
+        slot = self.slot_of[nodes]
+        sel = slot >= 0
+        if sel.any():
+            self.values[torch.from_numpy(slot[sel])] = rows[torch.from_numpy(sel)].detach().float().cpu()
+            self.stamp[slot[sel]] = iteration
+            self.pushes += int(sel.sum())

@@ -1,0 +1,425 @@
+r"""Out-of-core mini-batch training from a disk store: naive/LRU, Ginex-like and OUTRE.
+
+All three methods train the same :class:`~sgl.samplers.SampledGNN` with the same fan-outs,
+batch size and memory budget on a :class:`~sgl.samplers.GraphStore`; every adjacency and
+feature read goes through the store's counted I/O layer, so an epoch reports the bytes and
+requests it read from storage.
+
+* ``"lru"`` — random batches; all neighbour lists read from disk; the whole budget is an
+  LRU feature cache (the "PyG+" style baseline).
+* ``"ginex"`` — random batches; a static neighbour cache filled by degree (Ginex's score,
+  the out/in-degree ratio, is 1 for every node of a symmetric graph, so degree orders it),
+  and a feature cache with Belady's optimal policy over a pre-sampled superbatch (by default
+  the whole epoch): the superbatch is sampled first, its id trace planned, then replayed.
+* ``"outre"`` — OUTRE (VLDB'24): (a) *partition-based batches*: streaming FENNEL partitions
+  (two-level above 64 partitions) balanced in training nodes; each epoch shuffles the
+  partitions, takes groups of ``group_size``, shuffles the group's training nodes and cuts
+  batches, so a batch's seeds share neighbours; a static neighbour cache ranked by
+  cross-partition degree; (b) a *historical embedding cache* of last-layer inputs with a
+  staleness bound: a fresh cached first-hop node is not expanded (its subtree is neither
+  sampled nor gathered) and its cached row stands in for it; (c) *automatic cache space
+  management*: one profiling pass (sampling only) measures each node's feature access
+  frequency and, for first-hop occurrences, the bytes its subtree costs; a grid search over
+  ``alpha`` splits the feature/embedding share of the budget to maximise the estimated bytes
+  saved (OUTRE weighs sampling vs gathering time with a measured ratio; we count bytes, the
+  quantity this module reports).
+
+Budget accounting: ``memory_budget`` must hold every cache (values and index structures,
+including Belady's next-use plan) plus the working set of one batch (its gathered feature
+rows), reserved from the largest batch of a sizing pass; :class:`~sgl.samplers.caches.MemoryBudget`
+checks it after every batch. A budget smaller than one batch raises :class:`sgl.errors.ConfigError`.
+
+Known simplifications: OUTRE preloads a group's induced CSR; we read neighbour lists on demand
+(fewer bytes when a group's seeds touch few of its rows). Pruning needs >= 2 layers; with 3+
+layers pruned nodes may still be expanded at deeper hops (correct, less saving).
+
+Example:
+    >>> import tempfile, os, sgl
+    >>> from sgl.samplers import write_store, open_store
+    >>> from sgl.samplers.outofcore import OutOfCoreConfig, OutOfCoreTrainer
+    >>> store = open_store(write_store(sgl.datasets.load("karate"), os.path.join(tempfile.mkdtemp(), "k")))
+    >>> cfg = OutOfCoreConfig(method="outre", fanouts=[3, 3], batch_size=2, memory_budget="1MB", epochs=2,
+    ...                       hidden=8, num_parts=2, group_size=1)
+    >>> trainer = OutOfCoreTrainer(store, cfg)
+    >>> stats = trainer.train_epoch()
+    >>> stats["bytes_read"] > 0, stats["batches"] == len(trainer.batches(0))
+    (True, True)
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from numbers import Integral
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from sgl.errors import ConfigError, FeatureError
+from sgl.samplers.block import MiniBatch
+from sgl.samplers.caches import (BeladyFeatureCache, HistoricalEmbeddingCache, LRUFeatureCache, MemoryBudget,
+                                 NoFeatureCache, StaticFeatureCache, parse_bytes)
+from sgl.samplers.models import SampledGNN
+from sgl.samplers.neighbor import NeighborSampler, check_fanouts
+from sgl.samplers.partition import cross_partition_degree, fennel_partition, fennel_two_level
+from sgl.samplers.store import GraphStore, ResidentRows
+
+__all__ = ["OutOfCoreConfig", "OutOfCoreTrainer", "METHODS"]
+
+METHODS = ("lru", "ginex", "outre")
+
+
+@dataclass
+class OutOfCoreConfig:
+    """Settings shared by all out-of-core methods (only ``method`` differs between them)."""
+
+    method: str = "outre"
+    fanouts: List[int] = field(default_factory=lambda: [10, 10])
+    batch_size: int = 1000
+    memory_budget: Union[str, int] = "256MB"
+    #: share of the budget for the static neighbour cache (ginex, outre)
+    neighbor_cache_fraction: float = 0.1
+    #: OUTRE partitions (None: a group of ``group_size`` partitions holds about two batches)
+    num_parts: Optional[int] = None
+    #: partitions per group (OUTRE's default 20)
+    group_size: int = 20
+    #: historical-embedding staleness bound in iterations (OUTRE's default 100)
+    staleness: int = 100
+    #: use the historical embedding cache (outre)
+    embedding_cache: bool = True
+    #: fraction of the feature+embedding share given to embeddings; None = automatic search
+    embedding_fraction: Optional[float] = None
+    #: Ginex superbatch in batches (0 = one epoch)
+    superbatch: int = 0
+    hidden: int = 64
+    dropout: float = 0.5
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    epochs: int = 1
+    conv: str = "sage"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ConfigError(f"unknown out-of-core method {self.method!r}; choose one of {', '.join(METHODS)}")
+        self.fanouts = check_fanouts(self.fanouts)
+        for name in ("batch_size", "group_size", "staleness", "hidden", "epochs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        self.budget_bytes = parse_bytes(self.memory_budget)
+        if not 0.0 <= self.neighbor_cache_fraction < 1.0:
+            raise ConfigError(f"neighbor_cache_fraction must be in [0, 1), got {self.neighbor_cache_fraction}")
+        if self.embedding_fraction is not None and not 0.0 <= self.embedding_fraction <= 1.0:
+            raise ConfigError(f"embedding_fraction must be in [0, 1] or None, got {self.embedding_fraction}")
+        if self.superbatch < 0:
+            raise ConfigError(f"superbatch must be >= 0 batches, got {self.superbatch}")
+
+    def to_dict(self) -> Dict[str, Any]:
+        out = asdict(self)
+        out.pop("budget_bytes", None)
+        return out
+
+
+def _split(store: GraphStore, name: str) -> np.ndarray:
+    mask = getattr(store, f"{name}_mask")
+    if mask is None or not bool(mask.any()):
+        raise FeatureError(f"the store has no {name} nodes; write it from a graph with a {name}_mask")
+    return mask.nonzero().flatten().numpy()
+
+
+class OutOfCoreTrainer:
+    """Train a :class:`SampledGNN` on a disk store with one of :data:`METHODS`.
+
+    Construction runs the method's preparation (sizing pass; OUTRE: partitioning, profiling
+    and the cache split; caches sized to the budget). Preparation I/O is reported in
+    ``self.prep`` and excluded from epoch figures, except Ginex's superbatch pre-sampling,
+    which is part of every epoch.
+    """
+
+    def __init__(self, store: GraphStore, config: Optional[OutOfCoreConfig] = None,
+                 model: Optional[SampledGNN] = None) -> None:
+        self.store, self.cfg = store, config or OutOfCoreConfig()
+        cfg = self.cfg
+        if store.y is None:
+            raise FeatureError("the store has no labels; write it from a graph with integer labels")
+        self.train_nodes, self.val_nodes, self.test_nodes = (_split(store, s) for s in ("train", "val", "test"))
+        torch.manual_seed(cfg.seed)
+        self.model = model or SampledGNN(store.num_features, store.num_classes, hidden=cfg.hidden,
+                                         num_layers=len(cfg.fanouts), dropout=cfg.dropout, conv=cfg.conv)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.adjacency = store.adjacency()
+        self.sampler = NeighborSampler(self.adjacency, cfg.fanouts)
+        self.features = store.features()
+        self.budget = MemoryBudget(cfg.budget_bytes)
+        self.epoch = 0
+        self.iteration = 0
+        self.prep: Dict[str, Any] = {}
+        start_bytes = store.counter.stats()["bytes"]
+        start = time.perf_counter()
+        self._prepare()
+        self.prep.update(time_s=time.perf_counter() - start, bytes_read=store.counter.stats()["bytes"] - start_bytes)
+
+    # ------------------------------------------------------------------ batches
+    def _random_batches(self, epoch: int) -> List[np.ndarray]:
+        rng = np.random.default_rng([self.cfg.seed, epoch, 7])
+        nodes = self.train_nodes[rng.permutation(self.train_nodes.size)]
+        return [nodes[i:i + self.cfg.batch_size] for i in range(0, nodes.size, self.cfg.batch_size)]
+
+    def _partition_batches(self, epoch: int) -> List[np.ndarray]:
+        rng = np.random.default_rng([self.cfg.seed, epoch, 11])
+        order = rng.permutation(self.num_parts)
+        out: List[np.ndarray] = []
+        for g in range(0, order.size, self.cfg.group_size):
+            group = order[g:g + self.cfg.group_size]
+            seeds = np.concatenate([self.part_train[p] for p in group])
+            seeds = seeds[rng.permutation(seeds.size)]
+            out.extend(seeds[i:i + self.cfg.batch_size] for i in range(0, seeds.size, self.cfg.batch_size))
+        return [b for b in out if b.size]
+
+    def batches(self, epoch: int) -> List[np.ndarray]:
+        return self._partition_batches(epoch) if self.cfg.method == "outre" else self._random_batches(epoch)
+
+    @staticmethod
+    def needed_positions(batch: MiniBatch) -> np.ndarray:
+        """Positions in ``n_id`` whose features the batch reads: the first block's destinations and
+        every node an edge of it reads (a pruned node that no edge reads needs no features)."""
+        first = batch.blocks[0]
+        used = np.zeros(first.num_src, dtype=bool)
+        used[:first.num_dst] = True
+        used[first.edge_index[0].numpy()] = True
+        return np.flatnonzero(used)
+
+    # ------------------------------------------------------------------ preparation
+    def _sizing_pass(self, batches: Sequence[np.ndarray], limit: int = 32) -> int:
+        biggest = 0
+        for i, seeds in enumerate(batches[:limit]):
+            batch = self.sampler.sample(seeds, rng=np.random.default_rng([self.cfg.seed, 1 << 21, i]))
+            biggest = max(biggest, self.needed_positions(batch).size)
+        return biggest
+
+    def _neighbor_cache(self, score: np.ndarray, nbytes: int) -> None:
+        """Fill a static neighbour cache with the highest-scoring rows that fit in ``nbytes``."""
+        if nbytes <= 0:
+            return
+        deg = self.store.degree()
+        order = np.argsort(-score, kind="stable")
+        row_cost = deg[order] * self.store.index_bytes + 16  # values + pointer + node id
+        fixed = 8 * self.store.num_nodes  # the node -> slot map
+        count = int(np.searchsorted(np.cumsum(row_cost), nbytes - fixed, side="right"))
+        if count > 0:
+            cache = ResidentRows.load(self.adjacency, order[:count], kind="neighbor_cache_fill")
+            self.adjacency.resident.append(cache)
+            self.budget.register("neighbor_cache", cache)
+
+    def _prepare(self) -> None:
+        cfg, store = self.cfg, self.store
+        row_bytes = 4 * store.num_features  # gathered rows are float32 in memory
+        if cfg.method == "outre":
+            self._partition()
+        sizing = self._sizing_pass(self.batches(0))
+        # the batch's gathered rows: 1.5x the largest sized batch, never above the hard bound
+        # batch_size * prod(1 + fanout) (a batch larger than the reserve fails the run-time check)
+        bound = cfg.batch_size * int(np.prod([1 + f for f in cfg.fanouts]))
+        self.reserve = int(min(1.5 * sizing, bound, store.num_nodes) * row_bytes)
+        if self.reserve >= cfg.budget_bytes:
+            raise ConfigError(f"memory budget {cfg.budget_bytes:,} bytes is too small for one batch: a batch of "
+                              f"{cfg.batch_size} seeds with fan-outs {cfg.fanouts} gathers about {self.reserve:,} "
+                              f"bytes of features; raise --memory-budget or lower the batch size / fan-outs")
+        room = cfg.budget_bytes - self.reserve
+        neighbor_bytes = int(room * cfg.neighbor_cache_fraction) if cfg.method != "lru" else 0
+        self.emb_cache: Optional[HistoricalEmbeddingCache] = None
+        if cfg.method == "lru":
+            rows = LRUFeatureCache.capacity_for(room, store.num_nodes, store.num_features)
+            self.cache = LRUFeatureCache(self.features, max(0, rows - 1 - store.num_nodes // (store.num_features)))
+            # last_used adds 8 B per slot: re-fit so values + maps stay within `room`
+            while self.cache.nbytes > room and self.cache.capacity > 0:
+                self.cache = LRUFeatureCache(self.features, int(self.cache.capacity * 0.98))
+        elif cfg.method == "ginex":
+            self._neighbor_cache(store.degree().astype(np.float64), neighbor_bytes)
+            self._ginex_room = room - neighbor_bytes
+            self.cache = BeladyFeatureCache(self.features, 0)
+        else:
+            self._neighbor_cache(self.cross_degree.astype(np.float64), neighbor_bytes)
+            self._outre_caches(room - neighbor_bytes)
+        self.budget.register("feature_cache", self.cache)
+        if self.emb_cache is not None:
+            self.budget.register("embedding_cache", self.emb_cache)
+        self.budget.check(working_bytes=self.reserve, where="after preparation")
+
+    def _partition(self) -> None:
+        cfg, store = self.cfg, self.store
+        train_mask = np.zeros(store.num_nodes, dtype=bool)
+        train_mask[self.train_nodes] = True
+        # default: a group of `group_size` partitions holds about two batches of training nodes
+        # (OUTRE's papers100M setting: 1.2M training nodes, 10,000 partitions, groups of 20, batch 1000)
+        k = cfg.num_parts or max(1, int(round(self.train_nodes.size * cfg.group_size / (2 * cfg.batch_size))))
+        k = min(k, store.num_nodes)
+        start = time.perf_counter()
+        indices = store.raw_indices()  # an offline pass over the file (reported as preprocessing)
+        if k > 64:
+            k1 = int(math.ceil(math.sqrt(k)))
+            parts = fennel_two_level(store.indptr, indices, k1, int(math.ceil(k / k1)), train_mask)
+        else:
+            parts = fennel_partition(store.indptr, indices, k, train_mask)
+        self.prep["partition_time_s"] = time.perf_counter() - start
+        self.prep["partition_bytes_offline"] = int(indices.nbytes)
+        self.num_parts = int(parts.max()) + 1
+        self.parts = parts
+        train_parts = parts[self.train_nodes]
+        order = np.argsort(train_parts, kind="stable")
+        bounds = np.searchsorted(train_parts[order], np.arange(self.num_parts + 1))
+        self.part_train = [self.train_nodes[order[bounds[p]:bounds[p + 1]]] for p in range(self.num_parts)]
+        self.cross_degree = cross_partition_degree(store.indptr, indices, parts)
+
+    def _outre_caches(self, room: int) -> None:
+        """Profiling pass, then the grid search over the feature/embedding split of ``room`` bytes."""
+        cfg, store = self.cfg, self.store
+        n, width = store.num_nodes, self.model.last_input_width
+        freq = np.zeros(n, dtype=np.float64)
+        subtree = np.zeros(n, dtype=np.float64)
+        row_bytes = store.feature_row_bytes
+        deg = store.degree()
+        sub_fanout = cfg.fanouts[1] if len(cfg.fanouts) > 1 else 0
+        for i, seeds in enumerate(self.batches(0)):
+            batch = self.sampler.sample(seeds, rng=np.random.default_rng([cfg.seed, 1 << 22, i]))
+            ids = batch.n_id.numpy()[self.needed_positions(batch)]
+            freq[ids] += 1.0
+            if sub_fanout and cfg.embedding_cache:
+                hop1 = batch.last_input_nodes.numpy()[seeds.size:]
+                # bytes a pruned first-hop node saves: its sampled neighbours' feature rows and its
+                # neighbour list (an upper bound: some of those rows are needed by other nodes)
+                subtree[hop1] += np.minimum(deg[hop1], sub_fanout) * row_bytes + deg[hop1] * store.index_bytes
+        gain_f = np.sort(freq * row_bytes)[::-1]
+        gain_e = np.sort(subtree)[::-1]
+        cum_f = np.concatenate([[0.0], np.cumsum(gain_f)])
+        cum_e = np.concatenate([[0.0], np.cumsum(gain_e)])
+        alphas = [cfg.embedding_fraction] if cfg.embedding_fraction is not None else \
+            ([0.0] + [a / 100 for a in range(1, 100)] if cfg.embedding_cache and sub_fanout else [0.0])
+        best = (-1.0, 0.0, 0, 0)
+        for alpha in alphas:
+            n_emb = min(n, HistoricalEmbeddingCache.capacity_for(room * alpha, n, width)) if alpha > 0 else 0
+            n_feat = min(n, StaticFeatureCache.capacity_for(room * (1 - alpha) - n, n, store.num_features))
+            value = cum_e[n_emb] + cum_f[n_feat]
+            if value > best[0]:
+                best = (value, alpha, n_emb, n_feat)
+        _, alpha, n_emb, n_feat = best
+        feat_nodes = np.argsort(-freq, kind="stable")[:n_feat]
+        feat_nodes = feat_nodes[freq[feat_nodes] > 0]
+        self.cache = StaticFeatureCache(self.features, feat_nodes)
+        if n_emb > 0:
+            emb_nodes = np.argsort(-subtree, kind="stable")[:n_emb]
+            self.emb_cache = HistoricalEmbeddingCache(emb_nodes[subtree[emb_nodes] > 0], n, width, cfg.staleness)
+        self.prep.update(embedding_fraction=alpha, embedding_rows=n_emb, feature_rows=int(feat_nodes.size),
+                         profiled_batches=len(self.batches(0)))
+
+    # ------------------------------------------------------------------ training
+    def _sample(self, seeds: np.ndarray, epoch: int, index: int) -> MiniBatch:
+        prune = None
+        if self.emb_cache is not None:
+            it = self.iteration
+            prune = lambda nodes: self.emb_cache.fresh(nodes, it)  # noqa: E731
+        return self.sampler.sample(seeds, rng=np.random.default_rng([self.cfg.seed, epoch, index]), prune=prune)
+
+    def _step(self, batch: MiniBatch) -> float:
+        model = self.model
+        needed = self.needed_positions(batch)
+        ids = batch.n_id.numpy()[needed]
+        rows = self.cache.fetch(ids)
+        x = torch.zeros(batch.n_id.numel(), self.store.num_features)
+        x[torch.from_numpy(needed)] = rows
+        x = model.transform_features(x)
+        history = self.emb_cache.pull(batch.pruned.numpy()) if self.emb_cache is not None and batch.pruned.numel() \
+            else None
+        model.train()
+        self.optimizer.zero_grad()
+        out = model(x, batch.blocks, history)
+        loss = F.cross_entropy(out, self.store.y[batch.output_nodes])
+        loss.backward()
+        self.optimizer.step()
+        if self.emb_cache is not None:
+            computed = batch.last_input_nodes.numel() - batch.pruned.numel()
+            self.emb_cache.push(batch.last_input_nodes[:computed].numpy(), model.last_input[:computed], self.iteration)
+        self.budget.check(working_bytes=rows.numel() * 4, where=f"at iteration {self.iteration}")
+        self.iteration += 1
+        return float(loss.detach())
+
+    def train_epoch(self) -> Dict[str, Any]:
+        """One epoch; returns loss, time, and bytes/requests read from storage."""
+        counter = self.store.counter
+        before = {k: dict(v) for k, v in counter.by_kind().items()}
+        start = time.perf_counter()
+        epoch = self.epoch
+        # dropout draws from torch's global generator: reseed per (seed, epoch) so an epoch does not
+        # depend on what else ran in the process (e.g. another trainer compared against this one)
+        torch.manual_seed(self.cfg.seed * 100_003 + epoch)
+        seeds_list = self.batches(epoch)
+        losses = []
+        if self.cfg.method == "ginex":
+            size = self.cfg.superbatch or len(seeds_list)
+            for s in range(0, len(seeds_list), size):
+                chunk = seeds_list[s:s + size]
+                sampled = [self._sample(seeds, epoch, s + i) for i, seeds in enumerate(chunk)]
+                trace = [b.n_id.numpy()[self.needed_positions(b)] for b in sampled]
+                if s == 0 and epoch == 0:
+                    self._size_belady(trace)
+                self.cache.set_trace(trace)
+                losses.extend(self._step(b) for b in sampled)
+        else:
+            for i, seeds in enumerate(seeds_list):
+                losses.append(self._step(self._sample(seeds, epoch, i)))
+        elapsed = time.perf_counter() - start
+        self.epoch += 1
+        after = counter.by_kind()
+        kinds = {k: {"bytes": v["bytes"] - before.get(k, {}).get("bytes", 0),
+                     "requests": v["requests"] - before.get(k, {}).get("requests", 0)} for k, v in after.items()}
+        kinds = {k: v for k, v in kinds.items() if v["bytes"] or v["requests"]}
+        return {"epoch": epoch, "loss": float(np.mean(losses)), "time_s": elapsed, "batches": len(seeds_list),
+                "bytes_read": sum(v["bytes"] for v in kinds.values()),
+                "requests": sum(v["requests"] for v in kinds.values()), "by_kind": kinds,
+                "feature_hit_rate": self.cache.hits / max(1, self.cache.hits + self.cache.misses),
+                "peak_budget_bytes": self.budget.peak}
+
+    def _size_belady(self, trace: Sequence[np.ndarray]) -> None:
+        """Give Belady's values the room its next-use plan leaves (the plan counts against the budget)."""
+        plan = sum(t.size for t in trace) * 8
+        rows = BeladyFeatureCache.capacity_for(self._ginex_room - plan, self.store.num_nodes,
+                                               self.store.num_features)
+        rows = max(0, rows - (8 * rows) // (4 * self.store.num_features + 8) - 1)  # next_of: 8 B per slot
+        self.cache = BeladyFeatureCache(self.features, rows)
+        self.budget.register("feature_cache", self.cache)
+
+    @torch.no_grad()
+    def evaluate(self, split: str = "test", max_nodes: Optional[int] = None,
+                 fanouts: Optional[Sequence[int]] = None) -> float:
+        """Accuracy on ``split`` with fresh (uncached) sampled inference; its I/O is not counted
+        in epoch figures (the counter is restored)."""
+        nodes = {"train": self.train_nodes, "val": self.val_nodes, "test": self.test_nodes}[split]
+        if max_nodes is not None and nodes.size > max_nodes:
+            nodes = np.sort(np.random.default_rng([self.cfg.seed, 99]).choice(nodes, max_nodes, replace=False))
+        sampler = NeighborSampler(self.adjacency, list(fanouts) if fanouts else self.cfg.fanouts)
+        counter = self.store.counter
+        snapshot = {k: dict(v) for k, v in counter.by_kind().items()}
+        self.model.eval()
+        correct = 0
+        try:
+            for i in range(0, nodes.size, 4096):
+                seeds = nodes[i:i + 4096]
+                batch = sampler.sample(seeds, rng=np.random.default_rng([self.cfg.seed, 1 << 20, i]))
+                x = self.model.transform_features(self.features.read(batch.n_id))
+                pred = self.model(x, batch.blocks).argmax(1)
+                correct += int((pred == self.store.y[batch.output_nodes]).sum())
+        finally:
+            counter.reset()
+            for kind, value in snapshot.items():
+                counter.record(kind, value["bytes"], value["requests"])
+        return correct / nodes.size
+
+
+class _Fixed:
+    """A fixed reservation inside a :class:`MemoryBudget`."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = int(nbytes)
