@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence, Union
 
 from sgl.fileio import atomic_write
+from sgl.search.objectives import OBJECTIVES, pareto_front
 from sgl.search.study import SearchResult
 
 __all__ = ["write_results", "format_front"]
@@ -70,11 +71,21 @@ def _plot(result: SearchResult, path: Path) -> None:
     x_name = next(n for n in names if n != y_name)
     fig, ax = plt.subplots(figsize=(6, 4.5))
     rest = [t for t in result.trials if not t["on_front"]]
-    front = sorted(result.front, key=lambda t: t["metrics"][x_name])
     ax.scatter([t["metrics"][x_name] for t in rest], [t["metrics"][y_name] for t in rest], s=18, c="0.65",
                label="trials")
-    ax.plot([t["metrics"][x_name] for t in front], [t["metrics"][y_name] for t in front], "o-", c="tab:red",
-            ms=6, label="Pareto front")
+    front = result.front
+    label = "Pareto front" if len(names) == 2 else f"Pareto front ({', '.join(names)})"
+    ax.scatter([t["metrics"][x_name] for t in front], [t["metrics"][y_name] for t in front], s=36, c="tab:red",
+               label=label, zorder=3)
+    # the 2-D front of the plotted pair, as a staircase
+    pair = [(t["metrics"][x_name], t["metrics"][y_name]) for t in result.trials]
+    directions = [OBJECTIVES[x_name].direction, OBJECTIVES[y_name].direction]
+    stairs = sorted(pair[i] for i in pareto_front(pair, directions))
+    if len(names) > 2 and stairs:
+        ax.step([p[0] for p in stairs], [p[1] for p in stairs], where="post", c="tab:red", lw=1,
+                label=f"front of {y_name} vs {x_name}")
+    elif stairs:
+        ax.plot([p[0] for p in stairs], [p[1] for p in stairs], c="tab:red", lw=1)
     unit = {"epoch_time": " (s)", "train_time": " (s)", "latency": " (s)", "memory": " (MB)"}
     ax.set_xlabel(x_name + unit.get(x_name, ""))
     ax.set_ylabel("validation " + y_name if y_name == "accuracy" else y_name)
