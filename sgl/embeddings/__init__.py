@@ -21,14 +21,14 @@ from sgl.embeddings.cafe import CAFEEmbedding, CAFEPlusEmbedding, paper_hyperpar
 from sgl.embeddings.hotsketch import HotSketch
 from sgl.embeddings.hotsketch_plus import HotSketchPlus
 from sgl.embeddings.sketches import CountMinTopK, SpaceSaving
-from sgl.embeddings.tables import FullEmbedding, HashEmbedding, QREmbedding, hash_ids
+from sgl.embeddings.tables import FieldHashEmbedding, FullEmbedding, HashEmbedding, QREmbedding, hash_ids
 from sgl.embeddings import het, hetgmp
 from sgl.embeddings.het import HETConfig, HETEmbedding, NoCacheEmbedding
 from sgl.embeddings.hetgmp import GMPConfig, GMPEmbedding
 from sgl.errors import EmbeddingError
 
 __all__ = [
-    "EmbeddingBackend", "FullEmbedding", "HashEmbedding", "QREmbedding", "CAFEEmbedding", "CAFEPlusEmbedding",
+    "EmbeddingBackend", "FullEmbedding", "HashEmbedding", "FieldHashEmbedding", "QREmbedding", "CAFEEmbedding", "CAFEPlusEmbedding",
     "HotSketch", "HotSketchPlus", "SpaceSaving", "CountMinTopK", "EMBEDDINGS", "build_embedding",
     "budget_bytes", "check_ratio", "split_budget", "paper_hyperparameters", "hash_ids",
     "het", "hetgmp", "HETConfig", "HETEmbedding", "NoCacheEmbedding", "GMPConfig", "GMPEmbedding",
@@ -45,6 +45,7 @@ def _full(num_embeddings: int, dim: int, ratio: float = 1.0, **options: Any) -> 
 EMBEDDINGS: Dict[str, Callable[..., EmbeddingBackend]] = {
     "full": _full,
     "hash": HashEmbedding.from_ratio,
+    "hash-field": FieldHashEmbedding.from_ratio,
     "qr": QREmbedding.from_ratio,
     "cafe": CAFEEmbedding.from_ratio,
     "cafe+": CAFEPlusEmbedding.from_ratio,
@@ -52,7 +53,7 @@ EMBEDDINGS: Dict[str, Callable[..., EmbeddingBackend]] = {
 
 
 def build_embedding(kind: str, num_embeddings: int, dim: int, ratio: float = 1.0, **options: Any) -> EmbeddingBackend:
-    """Backend ``kind`` (``full``, ``hash``, ``qr``, ``cafe``, ``cafe+``) for ``num_embeddings`` ids
+    """Backend ``kind`` (``full``, ``hash``, ``hash-field``, ``qr``, ``cafe``, ``cafe+``) for ``num_embeddings`` ids
     at ``ratio``× compression (bytes = :func:`budget_bytes`); ``options`` go to its constructor."""
     key = str(kind).lower().replace("_", "-").replace("cafe-plus", "cafe+").replace("cafeplus", "cafe+")
     if key not in EMBEDDINGS:

@@ -13,7 +13,7 @@ r"""Static embedding tables: full, hashing trick, quotient-remainder.
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Sequence, Tuple
 
 import torch
 from torch import nn
@@ -21,7 +21,7 @@ from torch import nn
 from sgl.embeddings.base import FLOAT_BYTES, EmbeddingBackend, budget_bytes, check_size
 from sgl.errors import EmbeddingError
 
-__all__ = ["FullEmbedding", "HashEmbedding", "QREmbedding", "hash_ids"]
+__all__ = ["FullEmbedding", "HashEmbedding", "FieldHashEmbedding", "QREmbedding", "hash_ids"]
 
 _PRIME = 2_147_483_647  # 2^31 - 1
 _MULT = 1_000_000_007
@@ -161,3 +161,68 @@ class QREmbedding(EmbeddingBackend):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, q={self.q}, m={self.m}"
+
+
+class FieldHashEmbedding(EmbeddingBackend):
+    """The hashing trick per field (the CAFE artifact's hash baseline): field ``f`` owns
+    ``rows[f]`` rows and its local id ``i`` reads its own row ``i mod rows[f]``, so ids only
+    collide with ids of the same field. ``rows`` split a row budget over the fields in
+    proportion to ``field_dims`` (largest remainders; at least one row each).
+
+    Example:
+        >>> emb = FieldHashEmbedding.from_ratio(1_100, 4, ratio=10, field_dims=[1_000, 100])
+        >>> emb.rows, emb.memory_bytes() == 110 * 4 * 4
+        ([100, 10], True)
+        >>> torch.equal(emb(torch.tensor([[5, 1_005]]))[0, 1], emb.weight[100 + 5])
+        True
+    """
+
+    def __init__(self, field_dims: Sequence[int], dim: int, rows: Sequence[int], init_std: float = 0.01) -> None:
+        field_dims = [check_size(d, "field_dims[i]") for d in field_dims]
+        super().__init__(sum(field_dims), dim)
+        if len(rows) != len(field_dims):
+            raise EmbeddingError(f"{len(field_dims)} fields but {len(rows)} row counts")
+        self.field_dims = field_dims
+        self.rows = [check_size(r, "rows[i]") for r in rows]
+        self.init_std = float(init_std)
+        self.register_buffer("_id_offsets", torch.tensor([0] + field_dims[:-1]).cumsum(0), persistent=False)
+        self.register_buffer("_row_offsets", torch.tensor([0] + self.rows[:-1]).cumsum(0), persistent=False)
+        self.register_buffer("_rows", torch.tensor(self.rows), persistent=False)
+        self.weight = nn.Parameter(torch.empty(sum(self.rows), self.dim))
+        self.reset_parameters()
+
+    @classmethod
+    def from_ratio(cls, num_embeddings: int, dim: int, ratio: float, field_dims: Sequence[int] = None,
+                   **kwargs) -> "FieldHashEmbedding":
+        if field_dims is None or sum(field_dims) != num_embeddings:
+            raise EmbeddingError(f"per-field hashing needs field_dims summing to num_embeddings={num_embeddings}, "
+                                 f"got {field_dims!r}")
+        total = budget_bytes(num_embeddings, dim, ratio) // (dim * FLOAT_BYTES)
+        if total < len(field_dims):
+            raise EmbeddingError(f"a budget of {total} rows cannot give each of {len(field_dims)} fields a row")
+        share = [total * d / num_embeddings for d in field_dims]
+        rows = [max(1, int(s)) for s in share]
+        order = sorted(range(len(rows)), key=lambda f: share[f] - int(share[f]), reverse=True)
+        i = 0
+        while sum(rows) < total:
+            rows[order[i % len(rows)]] += 1
+            i += 1
+        while sum(rows) > total:  # the max(1, .) floors overshot: take rows back from the largest fields
+            rows[max(range(len(rows)), key=lambda f: rows[f])] -= 1
+        return cls(field_dims, dim, rows, **kwargs)
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.weight, 0.0, self.init_std)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        ids = self.check_ids(ids)
+        if ids.shape[-1] != len(self.field_dims):
+            raise EmbeddingError(f"ids must have {len(self.field_dims)} fields in the last dimension, "
+                                 f"got shape {tuple(ids.shape)}")
+        local = ids - self._id_offsets
+        if (local < 0).any() or (local >= torch.tensor(self.field_dims)).any():
+            raise EmbeddingError("an id lies outside its field's range (global id = field offset + local id)")
+        return self.weight[self._row_offsets + local % self._rows]
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, rows={self.rows}"

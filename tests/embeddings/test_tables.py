@@ -87,3 +87,19 @@ def test_unknown_backend_and_bad_options():
     with pytest.raises(EmbeddingError, match="bad option"):
         build_embedding("hash", 10, 2, ratio=2, colour="red")
     assert math.isclose(budget_bytes(10, 2, 3), 3 * 2 * 4)
+
+
+def test_field_hash_keeps_collisions_inside_a_field():
+    from sgl.embeddings import FieldHashEmbedding
+
+    emb = FieldHashEmbedding.from_ratio(1_010, 4, ratio=10, field_dims=[1_000, 10])
+    assert emb.rows == [100, 1] and emb.memory_bytes() == 101 * 4 * 4
+    out = emb(torch.tensor([[7, 1_003], [107, 1_009]]))
+    assert torch.equal(out[0, 0], out[1, 0]) and torch.equal(out[0, 1], out[1, 1])
+    assert not torch.equal(out[0, 0], out[0, 1])
+    with pytest.raises(EmbeddingError, match="field_dims summing"):
+        FieldHashEmbedding.from_ratio(1_010, 4, ratio=10, field_dims=[5])
+    with pytest.raises(EmbeddingError, match="cannot give each of 2 fields a row"):
+        FieldHashEmbedding.from_ratio(1_010, 4, ratio=1_000, field_dims=[1_000, 10])
+    with pytest.raises(EmbeddingError, match="2 fields"):
+        emb(torch.tensor([[1, 2, 3]]))
