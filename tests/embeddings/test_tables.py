@@ -18,7 +18,8 @@ def test_every_backend_spends_exactly_the_budget(ratio):
     for kind in EMBEDDINGS:
         if kind == "full" and ratio != 1:
             continue
-        emb = build_embedding(kind, n, dim, ratio=ratio)
+        options = {"field_dims": [150_000, 40_000, 10_000]} if kind == "hash-field" else {}
+        emb = build_embedding(kind, n, dim, ratio=ratio, **options)
         params = sum(p.numel() * 4 for p in emb.parameters())
         assert emb.memory_bytes() == budget, kind
         assert params <= budget
@@ -62,9 +63,10 @@ def test_qr_falls_back_to_halves_below_two_sqrt_n():
     assert not emb.collision_free and emb(torch.tensor([[999_999]])).shape == (1, 1, 4)
 
 
-@pytest.mark.parametrize("kind", ["full", "hash", "qr", "cafe", "cafe+"])
+@pytest.mark.parametrize("kind", ["full", "hash", "hash-field", "qr", "cafe", "cafe+"])
 def test_negative_or_oversized_ids_raise(kind):
-    emb = build_embedding(kind, 10_000, 8, ratio=1 if kind == "full" else 10)
+    options = {"field_dims": [9_000, 1_000]} if kind == "hash-field" else {}
+    emb = build_embedding(kind, 10_000, 8, ratio=1 if kind == "full" else 10, **options)
     with pytest.raises(EmbeddingError, match=r"ids span \[-1, 3\]"):
         emb(torch.tensor([[-1, 3]]))
     with pytest.raises(EmbeddingError, match="num_embeddings=10000"):
