@@ -167,3 +167,10 @@ def test_cli_search_show_export_and_train(tmp_path, capsys, monkeypatch):
     assert "does not exist" in capsys.readouterr().err
     assert main(["search", "--objectives", "accuracy,speed", "--dataset", "karate"]) == 2
     assert "unknown objective" in capsys.readouterr().err
+
+
+def test_parallel_trials_in_one_process(graph):
+    result = run_search(graph, DesignSpace(**SMALL), _config(trials=4, n_jobs=2, optimizer="random"))
+    # both threads stop once 4 trials completed; the one still running may finish as a 5th
+    assert 4 <= len(result.trials) <= 5
+    assert len({t["number"] for t in result.trials}) == len(result.trials)
