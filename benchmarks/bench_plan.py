@@ -19,6 +19,7 @@ backward; RSS is printed too (it includes the torch runtime).
     python benchmarks/bench_plan.py                  # both parts
     python benchmarks/bench_plan.py --part search --granularity 64
     python benchmarks/bench_plan.py --part cpu --steps 6
+    python benchmarks/bench_plan.py --part gpu       # on a CUDA machine: bf16 layer profile vs A100 file
 """
 from __future__ import annotations
 
@@ -75,6 +76,25 @@ def part_search(granularity: float, show_plans: bool) -> None:
     print(f"ratios: min {min(ratios):.3f}, max {max(ratios):.3f} over {len(ratios)} feasible comparisons; "
           f"total search time {total_time:.1f} s")
 
+    print("\n== OSDP mode (per-layer replicate / shard / shard with 2- or 4-way operator splitting, pp = tp = 1) "
+          "vs plain ZeRO-3, same cost model ==")
+    print(f"{'model':<10} {'GPUs':>4} {'GB':>3} | {'OSDP':>7} {'ZeRO-3':>7} {'ratio':>6} | {'search s':>8} | layer strategies")
+    for model in ("llama-7b", "llama-13b"):
+        for nodes in (1, 2):
+            searcher = PlanSearcher(SearchConfig(model=model, num_nodes=nodes, devices_per_node=8, memory_gb=80,
+                                                 granularity_mb=granularity, mode="osdp"))
+            for memory in (24, 40, 80):
+                try:
+                    result = searcher.search(memory)
+                    base = searcher.search(memory, baseline="sdp").plan
+                except PlanError as exc:
+                    print(f"{model:<10} {nodes * 8:>4} {memory:>3} | infeasible: {str(exc).split('; ')[-1]}")
+                    continue
+                plan = result.plan
+                used = sorted({s.label for s in plan.strategies})
+                print(f"{model:<10} {nodes * 8:>4} {memory:>3} | {plan.throughput:7.2f} {base.throughput:7.2f} "
+                      f"{plan.throughput / base.throughput:6.3f} | {result.seconds:8.2f} | {' '.join(used)}")
+
 
 def part_cpu(steps: int, threads: int) -> None:
     from sgl.systems.executor import ExecConfig, make_plan, run_plans
@@ -108,9 +128,56 @@ def part_cpu(steps: int, threads: int) -> None:
         print(format_plan(search.plan))
 
 
+def part_gpu(repeats: int) -> None:
+    """Profile LLaMA-7B/13B layers in bf16 on a GPU next to Galvatron's published A100 profile."""
+    import torch
+
+    from sgl.systems.plan import load_builtin_profiles
+    from sgl.systems.profiler import profile_model
+
+    if not torch.cuda.is_available():
+        print("== GPU profile: no CUDA device here, skipped ==")
+        return
+    name = torch.cuda.get_device_name()
+    print(f"== GPU profile on {name} (bf16, our TransformerBlock: LayerNorm + SDPA, no RoPE) "
+          "vs Galvatron's published A100 profile (Megatron LLaMA layer) ==")
+    for model in ("llama-7b", "llama-13b"):
+        ours = profile_model(model, batch_size=4, repeats=repeats, device="cuda", dtype=torch.bfloat16, threads=4)
+        ref, _ = load_builtin_profiles(model)
+        # backward / forward time ratio (Galvatron assumes bct_fct_coe = 2)
+        from sgl.systems.executor import TransformerBlock
+        from sgl.systems.plan import get_model_config
+
+        cfg = get_model_config(model)
+        block = TransformerBlock(cfg).to("cuda", torch.bfloat16)
+        x = torch.randn(4, cfg.seq_length, cfg.hidden_size, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        for _ in range(3):
+            block(x).sum().backward()
+        torch.cuda.synchronize()
+        f_times, b_times = [], []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            y = block(x)
+            torch.cuda.synchronize()
+            t1 = time.perf_counter()
+            y.sum().backward()
+            torch.cuda.synchronize()
+            f_times.append(t1 - t0)
+            b_times.append(time.perf_counter() - t1)
+        ratio = sorted(b_times)[len(b_times) // 2] / sorted(f_times)[len(f_times) // 2]
+        print(f"{model}: parameter_size MB ours {ours.param_mb:.1f} vs A100 file {ref.param_mb:.1f}; "
+              f"forward ms/sample ours {ours.fwd_ms:.3f} ({name}) vs {ref.fwd_ms:.3f} (A100); "
+              f"backward/forward {ratio:.2f} (cost model uses 2.0)")
+        for tp in sorted(ours.act_mb):
+            print(f"   activation MB/sample tp={tp}: ours {ours.act_mb[tp]:8.2f}   A100 file {ref.act_mb.get(tp, float('nan')):8.2f}")
+        print(f"   activation MB/sample checkpoint: ours {ours.ckpt_act_mb:8.2f}   A100 file {ref.ckpt_act_mb:8.2f}")
+        del block, x
+        torch.cuda.empty_cache()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=("all", "search", "cpu"), default="all")
+    parser.add_argument("--part", choices=("all", "search", "cpu", "gpu"), default="all")
     parser.add_argument("--granularity", type=float, default=16.0, help="DP memory unit (MB)")
     parser.add_argument("--show-plans", action="store_true")
     parser.add_argument("--steps", type=int, default=6)
@@ -120,6 +187,8 @@ def main() -> int:
         part_search(args.granularity, args.show_plans)
     if args.part in ("all", "cpu"):
         part_cpu(args.steps, args.threads)
+    if args.part in ("all", "gpu"):
+        part_gpu(repeats=10)
     return 0
 
 

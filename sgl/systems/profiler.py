@@ -57,18 +57,22 @@ def _saved_per_sample(fn, params: Sequence[torch.Tensor], batch: int) -> float:
     return counter.peak / batch / _MB
 
 
-def _time_per_sample(fn, batch: int, repeats: int) -> float:
+def _time_per_sample(fn, batch: int, repeats: int, device: torch.device = torch.device("cpu")) -> float:
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     fn()  # warm-up
     samples = []
     for _ in range(max(repeats, 1)):
+        sync()
         started = time.perf_counter()
         fn()
+        sync()
         samples.append(time.perf_counter() - started)
     return 1000.0 * statistics.median(samples) / batch
 
 
 def profile_model(model: str | TransformerConfig = "tiny", batch_size: int = 4, repeats: int = 5,
-                  max_tp: int = 8, threads: int = 1) -> ModelProfile:
+                  max_tp: int = 8, threads: int = 1, device: str = "cpu",
+                  dtype: torch.dtype = torch.float32) -> ModelProfile:
     """Profile one layer and the embedding/head of ``model`` on this process's device (CPU here).
 
     ``threads`` is the torch thread count to time with; use what each training process will use
@@ -80,41 +84,50 @@ def profile_model(model: str | TransformerConfig = "tiny", batch_size: int = 4, 
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        return _profile_model(cfg, batch_size, repeats, max_tp)
+        return _profile_model(cfg, batch_size, repeats, max_tp, torch.device(device), dtype)
     finally:
         torch.set_num_threads(previous)
 
 
-def _profile_model(cfg: TransformerConfig, batch_size: int, repeats: int, max_tp: int) -> ModelProfile:
+def _profile_model(cfg: TransformerConfig, batch_size: int, repeats: int, max_tp: int,
+                   device: torch.device, dtype: torch.dtype) -> ModelProfile:
     torch.manual_seed(0)
-    x = torch.randn(batch_size, cfg.seq_length, cfg.hidden_size)
-    block = TransformerBlock(cfg)
-    fwd_ms = _time_per_sample(lambda: block(x), batch_size, repeats)
+    x = torch.randn(batch_size, cfg.seq_length, cfg.hidden_size, device=device, dtype=dtype)
+    width = torch.finfo(dtype).bits // 8
+
+    def on(module: nn.Module) -> nn.Module:
+        return module.to(device=device, dtype=dtype)
+
+    block = on(TransformerBlock(cfg))
+    fwd_ms = _time_per_sample(lambda: block(x), batch_size, repeats, device)
     acts: Dict[int, float] = {}
     for tp in powers_of_two(max_tp):
         if cfg.num_heads % tp or cfg.ffn_hidden_size % tp:
             break
-        shard = _tp_shard(TransformerBlock(cfg), cfg, tp) if tp > 1 else TransformerBlock(cfg)
+        shard = on(_tp_shard(TransformerBlock(cfg), cfg, tp) if tp > 1 else TransformerBlock(cfg))
         acts[tp] = _saved_per_sample(lambda: shard(x), list(shard.parameters()), batch_size)
-    ckpt_block = TransformerBlock(cfg)
+        del shard
+    ckpt_block = on(TransformerBlock(cfg))
     ckpt_block.checkpoint = True
     xg = x.clone().requires_grad_()
     ckpt = _saved_per_sample(lambda: ckpt_block(xg), list(ckpt_block.parameters()), batch_size)
 
-    lm = TinyLM(TransformerConfig(cfg.name, 1, cfg.hidden_size, cfg.num_heads, cfg.ffn_hidden_size,
-                                  cfg.vocab_size, cfg.seq_length, cfg.gated_mlp))
-    tokens = torch.randint(0, cfg.vocab_size, (batch_size, cfg.seq_length))
+    lm = on(TinyLM(TransformerConfig(cfg.name, 1, cfg.hidden_size, cfg.num_heads, cfg.ffn_hidden_size,
+                                     cfg.vocab_size, cfg.seq_length, cfg.gated_mlp)))
+    tokens = torch.randint(0, cfg.vocab_size, (batch_size, cfg.seq_length), device=device)
     embed_params = list(lm.embed.parameters())
     head_params = list(lm.norm.parameters()) + list(lm.head.parameters())
-    hidden = torch.randn(batch_size, cfg.seq_length, cfg.hidden_size, requires_grad=True)
+    hidden = torch.randn(batch_size, cfg.seq_length, cfg.hidden_size, device=device, dtype=dtype, requires_grad=True)
     first_act = _saved_per_sample(lambda: lm.embed(tokens), embed_params, batch_size)
     last_act = _saved_per_sample(lambda: lm_loss(lm.head(lm.norm(hidden)), tokens), head_params, batch_size)
-    other_fwd = _time_per_sample(lambda: lm_loss(lm.head(lm.norm(hidden)), tokens), batch_size, repeats)
+    other_fwd = _time_per_sample(lambda: lm_loss(lm.head(lm.norm(hidden)), tokens), batch_size, repeats, device)
 
     def states(params: List[torch.Tensor]) -> float:
-        # Adam in fp32: parameter, gradient and two moments.
+        # Galvatron's convention: 4 x fp32 parameter bytes (fp32 Adam: parameter, gradient, two
+        # moments; bf16 mixed precision lands close to it).
         return 4.0 * sum(p.numel() for p in params) * 4 / _MB
 
+    del width
     param_mb = sum(p.numel() for p in block.parameters()) * 4 / _MB
     other = {
         "pp_off": (states(embed_params + head_params), first_act + last_act),
@@ -122,7 +135,7 @@ def _profile_model(cfg: TransformerConfig, batch_size: int, repeats: int, max_tp
         "last": (states(head_params), last_act),
     }
     return ModelProfile(param_mb=param_mb, act_mb=acts, ckpt_act_mb=ckpt, other=other, fwd_ms=fwd_ms,
-                        other_fwd_ms=other_fwd, source=f"measured on {'cuda' if x.is_cuda else 'cpu'} for {cfg.name}")
+                        other_fwd_ms=other_fwd, source=f"measured on {device.type} ({dtype}) for {cfg.name}")
 
 
 def _hardware_worker(rank: int, world: int, size_mb: float, repeats: int) -> Tuple[float, float, float]:
