@@ -6,6 +6,7 @@ from typing import Any, Dict, Tuple, Type
 from sgl.errors import ConfigError
 from sgl.models.appnp import APPNP, APPNPConfig
 from sgl.models.base import SGAPConfig, SGAPModel
+from sgl.models.ctr import CTR_MODELS, DCN, DLRM, WDL, CTRModelConfig, DeepFM, build_ctr_model
 from sgl.models.features import FullGraphInput, NodeFeatures
 from sgl.models.gamlp import GAMLP, GAMLPConfig
 from sgl.models.gcmae import GCMAE, GCMAEConfig, grace_config, graphmae_config
@@ -32,6 +33,7 @@ __all__ = [
     "RWGSL", "RWGSLConfig", "KNNGraph", "KNNGraphConfig", "NoStructureLearning", "STRUCTURE_LEARNERS",
     "structure_learner", "GCMAE", "GCMAEConfig", "graphmae_config", "grace_config", "DGI", "DGIConfig",
     "GAE", "GAEConfig", "SSL_MODELS", "build_ssl_model", "ssl_model_config",
+    "WDL", "DeepFM", "DCN", "DLRM", "CTRModelConfig", "CTR_MODELS", "build_ctr_model",
 ]
 
 #: name -> (model class, config dataclass, one-line description)
