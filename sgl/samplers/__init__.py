@@ -10,10 +10,11 @@ from sgl.samplers.loader import NodeLoader
 from sgl.samplers.io import IOCounter
 from sgl.samplers.store import (DiskAdjacency, FeatureStore, GraphStore, ResidentRows, StoreWriter, open_store,
                                 write_store)
+from sgl.samplers.subgraph import ClusterGCNSampler, GraphSAINTSampler, SubgraphLoader
 from sgl.samplers.models import SampledGNN
 from sgl.samplers.neighbor import CSRAdjacency, NeighborSampler, check_fanouts, sample_neighbors
 
 __all__ = ["Block", "MiniBatch", "CSRAdjacency", "NeighborSampler", "check_fanouts", "sample_neighbors",
            "NodeLoader", "SampledGNN",
            "IOCounter", "DiskAdjacency", "FeatureStore", "GraphStore", "ResidentRows", "StoreWriter", "open_store",
-           "write_store"]
+           "write_store", "GraphSAINTSampler", "ClusterGCNSampler", "SubgraphLoader"]

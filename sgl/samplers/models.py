@@ -109,16 +109,20 @@ class SampledGNN(nn.Module):
     def _layer(self, i: int, x: torch.Tensor, block: Block) -> torch.Tensor:
         conv = self.convs[i]
         if self.conv == "sage":
-            if x.size(1) > conv.out_channels and block.edge_weight is None:
-                # mean(W x_j) = W mean(x_j): projecting before gathering moves the per-edge work
-                # from in_features to out_channels columns (1433 -> 64 on Cora); same result
-                # and parameters as SAGEConv's own forward
-                h = F.linear(x, conv.lin_l.weight)
-                src, dst = block.edge_index
-                agg = scatter(h[src], dst, dim=0, dim_size=block.num_dst, reduce="mean")
-                out = agg + conv.lin_r(x[:block.num_dst])
-                return out if conv.lin_l.bias is None else out + conv.lin_l.bias
-            return conv((x, x[:block.num_dst]), block.edge_index, size=block.size)
+            project = x.size(1) > conv.out_channels
+            if not project and block.edge_weight is None:
+                return conv((x, x[:block.num_dst]), block.edge_index, size=block.size)
+            # mean(W x_j) = W mean(x_j): projecting before gathering moves the per-edge work from
+            # in_features to out_channels columns (1433 -> 64 on Cora); same parameters and result
+            # as SAGEConv's forward. With edge weights (GraphSAINT) the mean becomes sum_j w_j x_j.
+            h = F.linear(x, conv.lin_l.weight) if project else x
+            src, dst = block.edge_index
+            msg = h[src] if block.edge_weight is None else h[src] * block.edge_weight.view(-1, 1).to(h.dtype)
+            agg = scatter(msg, dst, dim=0, dim_size=block.num_dst, reduce="mean" if block.edge_weight is None else "sum")
+            if not project:
+                agg = F.linear(agg, conv.lin_l.weight)
+            out = agg + conv.lin_r(x[:block.num_dst])
+            return out if conv.lin_l.bias is None else out + conv.lin_l.bias
         edge_index, weight = block.edge_index, block.edge_weight
         if weight is None:
             dst = edge_index[1]

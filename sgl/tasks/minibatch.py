@@ -33,19 +33,26 @@ from sgl.errors import ConfigError
 from sgl.models.features import NodeFeatures
 from sgl.samplers.loader import NodeLoader
 from sgl.samplers.neighbor import NeighborSampler, check_fanouts
+from sgl.samplers.subgraph import ClusterGCNSampler, GraphSAINTSampler, SubgraphLoader
 from sgl.tasks.node_classification import TrainConfig, Trainer, peak_rss_mb, seed_everything, summarize
 
 __all__ = ["SamplerConfig", "MinibatchTrainer", "run_minibatch_node_classification", "cli_train_minibatch"]
 
-SAMPLERS = ("neighbor",)
+SAMPLERS = ("neighbor", "saint-node", "saint-edge", "saint-rw", "cluster")
 
 
 @dataclass
 class SamplerConfig:
     """How mini-batches are sampled.
 
-    ``fanouts``: neighbours per hop, hop next to the seeds first. ``eval_fanouts``: the same
-    for validation/test (``None`` = every neighbour, exact inference).
+    ``fanouts``: neighbours per hop, hop next to the seeds first (``"neighbor"``; for the
+    subgraph samplers only its length, the number of layers, matters). ``eval_fanouts``: the
+    same for validation/test (``None`` = every neighbour, exact inference).
+
+    GraphSAINT (``saint-node`` / ``saint-edge`` / ``saint-rw``): ``saint_budget`` node draws,
+    edge draws or walk roots per subgraph (default: the trainer's ``batch_size``),
+    ``walk_length``, ``norm_samples`` pre-sampled subgraphs for the normalisation.
+    Cluster-GCN (``cluster``): ``num_parts`` METIS clusters, ``clusters_per_batch``.
     """
 
     sampler: str = "neighbor"
@@ -53,6 +60,11 @@ class SamplerConfig:
     replace: bool = False
     eval_fanouts: Optional[List[int]] = None
     num_workers: int = 0
+    saint_budget: Optional[int] = None
+    walk_length: int = 2
+    norm_samples: int = 50
+    num_parts: int = 32
+    clusters_per_batch: int = 4
 
     def __post_init__(self) -> None:
         if self.sampler not in SAMPLERS:
@@ -93,10 +105,20 @@ class MinibatchTrainer(Trainer):
         sc = self.sampler_config
         self._graph = graph
         train = graph.train_mask.nonzero().flatten() if graph.train_mask is not None else torch.arange(0)
-        sampler = NeighborSampler(graph, sc.fanouts, replace=sc.replace)
-        self._loader = NodeLoader(sampler, train if train.numel() else torch.arange(graph.num_nodes),
-                                  batch_size=self.config.batch_size or max(1, train.numel()), shuffle=True,
-                                  num_workers=sc.num_workers, seed=seed)
+        batch_size = self.config.batch_size or max(1, train.numel())
+        if sc.sampler == "neighbor":
+            sampler = NeighborSampler(graph, sc.fanouts, replace=sc.replace)
+            self._loader = NodeLoader(sampler, train if train.numel() else torch.arange(graph.num_nodes),
+                                      batch_size=batch_size, shuffle=True, num_workers=sc.num_workers, seed=seed)
+        elif sc.sampler == "cluster":
+            self._loader = SubgraphLoader(ClusterGCNSampler(graph, sc.num_parts, sc.clusters_per_batch, seed=0),
+                                          num_layers=len(sc.fanouts), seed=seed)
+        else:
+            saint = GraphSAINTSampler(graph, sc.sampler.split("-")[1], budget=sc.saint_budget or batch_size,
+                                      walk_length=sc.walk_length, num_norm_samples=sc.norm_samples, seed=0)
+            self._loader = SubgraphLoader(saint, num_layers=len(sc.fanouts), seed=seed)
+        self._train_mask = torch.zeros(graph.num_nodes, dtype=torch.bool)
+        self._train_mask[train] = True
         max_degree = int((graph.indptr[1:] - graph.indptr[:-1]).max()) if graph.num_edges else 1
         self._eval_sampler = NeighborSampler(graph, sc.eval_fanouts or [max(1, max_degree)] * len(sc.fanouts))
         try:
@@ -113,10 +135,21 @@ class MinibatchTrainer(Trainer):
         model.train()
         x = self._x(features)
         total, steps = 0.0, 0
+        num_nodes, num_train = self._train_mask.numel(), max(1, int(self._train_mask.sum()))
         for mb in self._loader:
+            rows = self._train_mask[mb.output_nodes]
+            if not bool(rows.any()):
+                continue
             optimizer.zero_grad()
             out = model(x[mb.n_id].to(device), [b.to(device) for b in mb.blocks])
-            loss = F.cross_entropy(out, y[mb.output_nodes].to(device))
+            target = y[mb.output_nodes[rows]].to(device)
+            if mb.node_norm is None:
+                loss = F.cross_entropy(out[rows.to(device)], target)
+            else:
+                # GraphSAINT: sum_v norm_v * loss_v estimates the mean over all nodes of
+                # loss_v * [v in train]; rescaled to the mean over training nodes
+                per_node = F.cross_entropy(out[rows.to(device)], target, reduction="none")
+                loss = (mb.node_norm[rows].to(device) * per_node).sum() * (num_nodes / num_train)
             loss.backward()
             optimizer.step()
             total += float(loss.detach())

@@ -53,3 +53,28 @@ def test_minibatch_graphsage_on_cora(data_path):
         train_config=TrainConfig(lr=0.01, weight_decay=5e-4, epochs=60, batch_size=64, progress=False),
         sampler_config=SamplerConfig(fanouts=[15, 10]))
     assert record["test_acc"]["mean"] >= 0.78
+
+
+def test_weighted_sage_layer_is_a_weighted_sum():
+    from sgl.samplers import Block
+
+    conv_model = SampledGNN(4, 3, hidden=8, num_layers=1, dropout=0.0)
+    conv = conv_model.convs[0]
+    x = torch.randn(5, 4)
+    edge_index = torch.tensor([[1, 2, 3, 4, 0], [0, 0, 1, 1, 2]])
+    w = torch.tensor([0.5, 2.0, 1.0, 3.0, 0.25])
+    out = conv_model(x, [Block(edge_index, 5, 3, w)])
+    agg = torch.zeros(3, 4).index_add_(0, edge_index[1], x[edge_index[0]] * w[:, None])
+    expected = conv.lin_l(agg) + conv.lin_r(x[:3])
+    assert torch.allclose(out, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("sampler", ["saint-node", "saint-edge", "saint-rw", "cluster"])
+def test_subgraph_samplers_train_through_the_trainer(sampler):
+    g = sgl.datasets.load("karate")
+    model = SampledGNN(g.num_features, g.num_classes, hidden=16, dropout=0.0)
+    trainer = MinibatchTrainer(TrainConfig(lr=0.05, epochs=30, batch_size=10, progress=False),
+                               SamplerConfig(sampler=sampler, fanouts=[5, 5], num_parts=4, clusters_per_batch=2,
+                                             norm_samples=20))
+    result = trainer.fit(model, model.precompute(g), g)
+    assert result["train_acc"] == 1.0
