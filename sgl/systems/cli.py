@@ -59,7 +59,7 @@ def register(subparsers) -> None:
     s.add_argument("--no-ckpt", action="store_true", help="disable activation checkpointing")
     s.add_argument("--sp-space", default="tp", choices=("tp", "tp+sp"), help="tp+sp adds Ulysses SP")
     s.add_argument("--granularity", type=float, default=16.0, help="DP memory unit in MB")
-    s.add_argument("--partition", default="bmw", help="bmw | even | memory | exact")
+    s.add_argument("--partition", default="exact", help="exact | bmw | even | memory")
     s.add_argument("--mode", default="galvatron", choices=("galvatron", "osdp"))
     s.add_argument("--pipeline-type", default="pipedream_flush", choices=("pipedream_flush", "gpipe"))
     s.add_argument("--default-dp-type", default="ddp", choices=("ddp", "zero2"))

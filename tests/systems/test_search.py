@@ -125,3 +125,36 @@ def test_estimated_profile_for_unprofiled_preset():
     plan = searcher.search().plan
     assert plan.pp > 1 or any(s.tp > 1 or s.sdp for s in plan.strategies)
     assert math.isfinite(plan.time_ms)
+
+
+def test_exact_partition_equals_enumeration():
+    import itertools
+
+    import numpy as np
+
+    from sgl.systems.plan.search import _exact_partition
+
+    rng = np.random.default_rng(3)
+
+    def pipeline(times, chunks):
+        per = np.asarray(times) / chunks
+        return per.sum() + (chunks - 1) * per.max()
+
+    for _ in range(60):
+        pp, chunks = int(rng.integers(2, 5)), int(rng.integers(1, 9))
+        layers = int(rng.integers(pp, 9))
+        tables = np.full((pp, layers - pp + 2), np.inf)
+        tables[:, 1:] = np.cumsum(rng.random((pp, layers - pp + 1)), axis=1) * rng.random((pp, 1)) * 3
+        tables[rng.random(tables.shape) < 0.1] = np.inf
+        best = np.inf
+        for cuts in itertools.combinations(range(1, layers), pp - 1):
+            division = [b - a for a, b in zip((0,) + cuts, cuts + (layers,))]
+            if max(division) <= layers - pp + 1:
+                best = min(best, pipeline([tables[k, n] for k, n in enumerate(division)], chunks))
+        division = _exact_partition(tables, layers, chunks)
+        if not np.isfinite(best):
+            assert division is None or not np.isfinite(
+                pipeline([tables[k, n] for k, n in enumerate(division)], chunks))
+            continue
+        assert sum(division) == layers
+        assert pipeline([tables[k, n] for k, n in enumerate(division)], chunks) == pytest.approx(best)

@@ -9,9 +9,11 @@ the search
    the largest possible layer count, which yields the stage's best time for *every* layer
    count and memory budget (stages differ in micro-batches in flight and embedding/head);
 3. picks the stage partition: ``even`` (Galvatron), ``memory`` (Galvatron-BMW's
-   memory-balanced split), ``bmw`` (start from the even and memory-balanced splits and move
-   single boundary layers towards the time-balanced split while the pipeline time drops),
-   or ``exact`` (every composition; small ``pp`` only);
+   memory-balanced split), ``bmw`` (Galvatron-BMW's refinement: start from the memory-balanced
+   and even splits and move single boundary layers towards the time-balanced split while the
+   pipeline time drops), or ``exact`` (default: the optimal split for the pipeline formula
+   below, by a DP over stages for every bound on the slowest stage -- it makes plans monotone
+   in the budget, which a local search cannot promise);
 4. composes the pipeline, ``sum_k t_k + (chunks - 1) * max_k t_k`` with ``t_k`` a stage's time
    per micro-batch, and keeps the plan of highest throughput ``B / time``.
 
@@ -26,7 +28,6 @@ replicate / shard / shard-with-operator-splitting choices.
 """
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from dataclasses import dataclass, field, replace
@@ -65,7 +66,7 @@ class SearchConfig:
     sp_space: str = "tp"                 # "tp" (Megatron only) or "tp+sp" (also Ulysses)
     tp_consec_choices: bool = True
     granularity_mb: float = 16.0
-    partition: str = "bmw"
+    partition: str = "exact"
     mode: str = "galvatron"              # or "osdp"
     osdp_splits: Sequence[int] = (2, 4)
     pipeline_type: str = "pipedream_flush"
@@ -253,15 +254,9 @@ class PlanSearcher:
         memory = self._memory_balanced(task, prep)
         if mode == "memory":
             return cost(memory), memory
-        if mode == "exact" or math.comb(L - 1, pp - 1) <= 2000:
-            best = (math.inf, even)
-            for cuts in itertools.combinations(range(1, L), pp - 1):
-                division = [b - a for a, b in zip((0,) + cuts, cuts + (L,))]
-                t = cost(division)
-                if t < best[0]:
-                    best = (t, division)
-            if mode == "exact" or math.isfinite(best[0]):
-                return best
+        if mode == "exact":
+            division = _exact_partition(np.asarray(tables), L, task.chunks)
+            return (cost(division), division) if division else (math.inf, even)
         # Galvatron-BMW refinement: from memory- and even-balanced starts, move one boundary
         # layer at a time while the pipeline gets faster.
         best = (math.inf, even)
@@ -465,6 +460,52 @@ def search_plan(config: SearchConfig, profile: ModelProfile | None = None,
                 hardware: HardwareProfile | None = None) -> Plan:
     """One-call search: the best :class:`Plan` for ``config``."""
     return PlanSearcher(config, profile, hardware).search().plan
+
+
+def _exact_partition(tables: np.ndarray, layers: int, chunks: int) -> Optional[List[int]]:
+    """Contiguous split minimising ``sum_k t_k + (chunks - 1) * max_k t_k`` exactly.
+
+    ``tables[k, n]`` is stage ``k``'s time per iteration with ``n`` layers (``t = T / chunks``).
+    For every candidate bound ``M`` on the slowest stage, a DP over stages minimises the sum with
+    each stage at most ``M``; ``sum + (chunks - 1) * M`` is exact at ``M`` = the true maximum, so
+    the minimum over all candidates is the optimum.  Vectorised over ``M``.
+    """
+    pp = tables.shape[0]
+    t = tables[:, : layers + 1] / chunks
+    bounds = np.unique(t[np.isfinite(t)])
+    if bounds.size == 0:
+        return None
+    inf = np.inf
+    # g[m, r]: least sum for stages k.. using exactly r layers, every stage <= bounds[m].
+    g = np.full((bounds.size, layers + 1), inf)
+    g[:, 0] = 0.0
+    choice = []
+    for k in range(pp - 1, -1, -1):
+        new = np.full_like(g, inf)
+        arg = np.zeros(g.shape, dtype=np.int32)
+        for n in range(1, min(layers, t.shape[1] - 1) + 1):
+            tk = t[k, n]
+            if not np.isfinite(tk):
+                continue
+            ok = bounds >= tk
+            cand = np.full_like(g, inf)
+            cand[ok, n:] = tk + g[ok, : layers + 1 - n]
+            better = cand < new
+            new[better] = cand[better]
+            arg[better] = n
+        g = new
+        choice.append(arg)
+    choice.reverse()
+    total = g[:, layers] + (chunks - 1) * bounds
+    m = int(np.argmin(total))
+    if not np.isfinite(total[m]):
+        return None
+    division, r = [], layers
+    for k in range(pp):
+        n = int(choice[k][m, r])
+        division.append(n)
+        r -= n
+    return division
 
 
 def _undominated(intra: np.ndarray, mem: np.ndarray, cls: np.ndarray) -> np.ndarray:
