@@ -177,7 +177,11 @@ class NeighborSampler:
         if seeds_np.min() < 0 or seeds_np.max() >= self.num_nodes:
             raise GraphError(f"seed ids must be in [0, {self.num_nodes}), got range "
                              f"[{int(seeds_np.min())}, {int(seeds_np.max())}]")
-        if np.unique(seeds_np).size != seeds_np.size:
+        positions = np.arange(seeds_np.size)
+        self._map[seeds_np] = positions
+        duplicated = bool((self._map[seeds_np] != positions).any())
+        self._map[seeds_np] = -1
+        if duplicated:
             raise GraphError("seed nodes contain duplicates; pass each node once")
         return seeds_np
 
@@ -198,6 +202,7 @@ class NeighborSampler:
         frontier_size = nodes.size
         pruned = np.empty(0, dtype=np.int64)
         last_inputs = None
+        fresh = pruned
         try:
             for hop, fanout in enumerate(self.fanouts):
                 frontier = nodes[:frontier_size]
@@ -207,8 +212,11 @@ class NeighborSampler:
                 new_mask = local < 0
                 if new_mask.any():
                     fresh = src[new_mask]
-                    uniq, first = np.unique(fresh, return_index=True)
-                    uniq = uniq[np.argsort(first, kind="stable")]  # first-occurrence order
+                    # O(n) dedup through the map: each id keeps one of its positions (whichever
+                    # write lands last), and exactly that position survives the comparison
+                    positions = np.arange(fresh.size)
+                    mapping[fresh] = positions
+                    uniq = fresh[mapping[fresh] == positions]
                     if hop == 0 and prune is not None and len(self.fanouts) > 1:
                         mask = np.asarray(prune(uniq), dtype=bool)
                         pruned = uniq[mask]
@@ -222,6 +230,7 @@ class NeighborSampler:
                     last_inputs = nodes
                 frontier_size = nodes.size - (pruned.size if hop == 0 else 0)
         finally:
+            mapping[fresh] = -1  # temporary positions, if a failure cut the hop short
             mapping[nodes] = -1
         blocks.reverse()
         return MiniBatch(n_id=torch.from_numpy(nodes), blocks=blocks, output_nodes=torch.from_numpy(seeds_np),

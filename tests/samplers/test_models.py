@@ -45,7 +45,7 @@ def test_layer_count_must_match_fanouts():
 
 
 def test_minibatch_graphsage_on_cora(data_path):
-    # acceptance figure (>= 79 % mean over 5 seeds) is measured by examples/samplers_cora.py;
+    # the acceptance figure (>= 79 % mean over 5 seeds) is measured with `sgl train --sampler neighbor`;
     # here one seed keeps the suite fast
     g = sgl.datasets.load("cora", root=data_path("planetoid"))
     record = run_minibatch_node_classification(

@@ -1,0 +1,143 @@
+"""Neighbour-sampling throughput (sampled edges per second): SGL vs DGL vs PyG.
+
+Each sampler draws the same number of batches of random seed nodes with the same fan-outs
+(SGL/PyG order: hop next to the seeds first; DGL takes the reversed list) and produces the
+per-layer blocks a GNN consumes (SGL: :class:`sgl.samplers.MiniBatch`; DGL:
+``NeighborSampler.sample_blocks`` -> ``DGLBlock`` s, relabelled). Graph construction and a
+warm-up batch are excluded; timing is the best of ``--repeats`` rounds. Peers:
+
+* DGL's ``dgl.dataloading.NeighborSampler`` (DGL 2.1 imported through ``sgl.data.dgl_interop``,
+  which stubs the missing graphbolt library);
+* torch_geometric's ``NeighborLoader`` when ``pyg-lib`` or ``torch-sparse`` is importable
+  (on our machines neither is, so it is reported as unavailable).
+
+    python benchmarks/bench_sampler.py                       # Cora (if present) + 1M nodes / 10M edges
+    python benchmarks/bench_sampler.py --nodes 200000 --edges 2000000 --threads 2
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--nodes", type=int, default=1_000_000)
+    parser.add_argument("--edges", type=int, default=10_000_000)
+    parser.add_argument("--fanouts", default="15,10")
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--batches", type=int, default=30)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="threads for every library (OMP/torch)")
+    parser.add_argument("--cora-root", default=None)
+    return parser.parse_args()
+
+
+ARGS = _args()
+os.environ["OMP_NUM_THREADS"] = str(ARGS.threads)  # before numpy/torch/dgl load their thread pools
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from sgl.data import Graph  # noqa: E402
+from sgl.samplers import NeighborSampler  # noqa: E402
+
+
+def _time(fn, seeds_list, repeats):
+    fn(seeds_list[0])  # warm-up (lazy formats, allocations)
+    best, edges = float("inf"), 0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        edges = sum(fn(seeds) for seeds in seeds_list)
+        best = min(best, time.perf_counter() - start)
+    return edges / best, edges
+
+
+def bench(graph: Graph, name: str, fanouts, args) -> None:
+    rng = np.random.default_rng(0)
+    seeds_list = [torch.from_numpy(rng.choice(graph.num_nodes, args.batch_size, replace=False))
+                  for _ in range(args.batches)]
+    results = {}
+    ours = NeighborSampler(graph, fanouts)
+    counter = iter(range(10**9))
+    results["sgl"] = _time(lambda s: ours.sample(s, seed=next(counter)).num_sampled_edges, seeds_list, args.repeats)
+    try:
+        from sgl.data.dgl_interop import import_dgl
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dgl = import_dgl()
+        dgl_graph = dgl.graph((graph.indices, graph.destinations()), num_nodes=graph.num_nodes)
+        dgl_graph.create_formats_()
+        sampler = dgl.dataloading.NeighborSampler(list(reversed(fanouts)))
+
+        def run_dgl(seeds):
+            _, _, blocks = sampler.sample_blocks(dgl_graph, seeds)
+            return sum(int(b.num_edges()) for b in blocks)
+
+        results["dgl"] = _time(run_dgl, seeds_list, args.repeats)
+    except Exception as exc:  # report, never hide, why the peer did not run
+        results["dgl"] = None
+        print(f"  DGL unavailable: {type(exc).__name__}: {exc}")
+    pyg_ok = False
+    for module in ("pyg_lib", "torch_sparse"):
+        try:
+            __import__(module)
+            pyg_ok = True
+        except ImportError:
+            pass
+    if pyg_ok:
+        from torch_geometric.loader import NeighborLoader
+
+        data = graph.to_pyg()
+
+        def run_pyg(seeds):
+            loader = NeighborLoader(data, num_neighbors=list(fanouts), input_nodes=seeds, batch_size=seeds.numel())
+            batch = next(iter(loader))
+            return int(batch.edge_index.size(1))
+
+        results["pyg"] = _time(run_pyg, seeds_list, args.repeats)
+    else:
+        results["pyg"] = None
+        print("  PyG NeighborLoader unavailable: neither pyg-lib nor torch-sparse is importable")
+    ours_rate = results["sgl"][0]
+    print(f"  {name}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, fan-outs {fanouts}, "
+          f"{args.batches} batches x {args.batch_size} seeds, {args.threads} thread(s)")
+    for peer in ("sgl", "dgl", "pyg"):
+        if results[peer] is None:
+            continue
+        rate, edges = results[peer]
+        ratio = "" if peer == "sgl" else f"   sgl/{peer} = {ours_rate / rate:.2f}x"
+        print(f"    {peer:4s} {rate / 1e6:7.2f} M sampled edges/s  ({edges:,} edges per round){ratio}")
+
+
+def main() -> None:
+    args = ARGS
+    torch.set_num_threads(args.threads)
+    fanouts = [int(f) for f in args.fanouts.split(",")]
+    root = args.cora_root
+    if root is None:
+        shared = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "planetoid"
+        root = str(shared) if shared.exists() else None
+    if root:
+        import sgl.datasets
+
+        bench(sgl.datasets.load("cora", root=root), "cora", fanouts, args)
+    rng = np.random.default_rng(1)
+    # 80 % of edges end at uniform nodes, 20 % at power-law hubs: most rows have a few
+    # neighbours (below the fan-out) and some have thousands (above it)
+    hubs = (rng.pareto(1.2, args.edges) * 10).astype(np.int64) % args.nodes
+    dst = np.where(rng.random(args.edges) < 0.8, rng.integers(0, args.nodes, args.edges), hubs)
+    src = rng.integers(0, args.nodes, args.edges)
+    graph = Graph.from_edge_index(torch.from_numpy(np.stack([src, dst])), num_nodes=args.nodes)
+    bench(graph, "synthetic", fanouts, args)
+
+
+if __name__ == "__main__":
+    main()
