@@ -67,25 +67,25 @@ def edge_homophily(graph, y):
     return float((y[s] == y[d]).float().mean())
 
 
-def part_rwgsl(args, out):
-    cora = sgl.datasets.load("cora", root=os.path.join(args.root, "planetoid"))
-    seeds = list(range(args.seeds))
-    result = {}
-    t = time.perf_counter()
-    result["original"] = gcn_record(cora, seeds, args.device)
-    print(f"GCN original graph: test {fmt(result['original']['test'])} val {fmt(result['original']['val'])} "
-          f"({time.perf_counter() - t:.1f} s)", flush=True)
+def rwgsl_grid(args):
     grid = []
-    for high, low, e3, rounds in itertools.product(args.highs, args.lows, args.label_exponents, args.rounds):
+    for high, low, e3, e12, rounds in itertools.product(args.highs, args.lows, args.label_exponents,
+                                                       args.feature_exponents, args.rounds):
         if low <= high:
-            grid.append(dict(rounds=rounds, high=high, low=low, exponents=(0.5, 0.25, e3)))
+            e1, e2 = e12
+            grid.append(dict(rounds=rounds, high=high, low=low, exponents=(e1, e2, e3)))
+    return grid
+
+
+def part_rwgsl_grid(args, out):
+    """One shard of the RWGSL grid: GCN validation accuracy on each refined graph."""
+    cora = sgl.datasets.load("cora", root=os.path.join(args.root, "planetoid"))
     pseudo = RWGSL(RWGSLConfig(), seed=0).pseudo_labels(cora)
-    best = None
+    grid = rwgsl_grid(args)[args.shard::args.num_shards]
     rows = []
     for kw in grid:
         t = time.perf_counter()
-        learner = RWGSL(RWGSLConfig(**kw), seed=0)
-        refined = learner.learn(cora, pseudo_labels=pseudo)
+        refined = RWGSL(RWGSLConfig(**kw), seed=0).learn(cora, pseudo_labels=pseudo)
         learn_time = time.perf_counter() - t
         rec = gcn_record(refined, list(range(args.select_seeds)), args.device)
         row = {"config": kw, "val": rec["val"]["mean"], "edges": refined.num_edges,
@@ -93,16 +93,40 @@ def part_rwgsl(args, out):
         rows.append(row)
         print(f"  grid {kw}: val {100 * row['val']:.2f} edges {row['edges']} hom {row['homophily']:.3f} "
               f"({learn_time:.1f} s)", flush=True)
-        if best is None or row["val"] > best["val"]:
-            best = row
-    result["grid"] = rows
-    learner = RWGSL(RWGSLConfig(**best["config"]), seed=0)
+        with open(os.path.join(out, f"rwgsl_grid_{args.shard}.json"), "w") as f:
+            json.dump(rows, f)
+
+
+def part_rwgsl(args, out):
+    """GCN on the original graph, on the best (validation) RWGSL graph, on a kNN+original graph."""
+    cora = sgl.datasets.load("cora", root=os.path.join(args.root, "planetoid"))
+    seeds = list(range(args.seeds))
+    rows = []
+    for name in sorted(os.listdir(out)):
+        if name.startswith("rwgsl_grid_"):
+            with open(os.path.join(out, name)) as f:
+                rows += json.load(f)
+    if not rows:  # no sharded grid was run: run the whole grid here
+        args.shard, args.num_shards = 0, 1
+        part_rwgsl_grid(args, out)
+        with open(os.path.join(out, "rwgsl_grid_0.json")) as f:
+            rows = json.load(f)
+    best = max(rows, key=lambda r: r["val"])
+    result = {"grid": rows, "original_homophily": edge_homophily(cora, cora.y)}
+    t = time.perf_counter()
+    result["original"] = gcn_record(cora, seeds, args.device)
+    print(f"GCN original graph: test {fmt(result['original']['test'])} val {fmt(result['original']['val'])} "
+          f"({time.perf_counter() - t:.1f} s)", flush=True)
+    pseudo = RWGSL(RWGSLConfig(), seed=0).pseudo_labels(cora)
+    config = dict(best["config"])
+    config["exponents"] = tuple(config["exponents"])
+    learner = RWGSL(RWGSLConfig(**config), seed=0)
     t = time.perf_counter()
     refined = learner.learn(cora, pseudo_labels=pseudo)
-    result["rwgsl"] = {**gcn_record(refined, seeds, args.device), "config": best["config"],
+    result["rwgsl"] = {**gcn_record(refined, seeds, args.device), "config": config,
                        "learn_time_s": time.perf_counter() - t, "history": learner.history,
-                       "homophily": edge_homophily(refined, cora.y)}
-    print(f"GCN RWGSL graph {best['config']}: test {fmt(result['rwgsl']['test'])} "
+                       "homophily": edge_homophily(refined, cora.y), "grid_size": len(rows)}
+    print(f"GCN RWGSL graph {config} (best of {len(rows)} by validation): test {fmt(result['rwgsl']['test'])} "
           f"val {fmt(result['rwgsl']['val'])}", flush=True)
     try:
         knn = KNNGraph(KNNGraphConfig(k=10, combine="union")).learn(cora)
@@ -112,41 +136,82 @@ def part_rwgsl(args, out):
         print(f"kNN baseline skipped: {exc}")
     gain = 100 * (result["rwgsl"]["test"]["mean"] - result["original"]["test"]["mean"])
     print(f"RWGSL gain over the original graph: {gain:+.2f} points (target >= +1.0)", flush=True)
-    result["original_homophily"] = edge_homophily(cora, cora.y)
     with open(os.path.join(out, "rwgsl_cora.json"), "w") as f:
         json.dump(result, f, indent=1)
+
+
+def ssl_run(name, config, cora, seeds, link=True):
+    probe, clus, links = [], [], []
+    for seed in seeds:
+        model = build_ssl_model(name, cora.num_features, config)
+        model.fit(cora, seed=seed)
+        emb = model.embed(cora)
+        probe.append(linear_probe(emb, cora, seed=seed))
+        clus.append(cluster_metrics(kmeans(emb, cora.num_classes, seed=seed), cora.y))
+        if link:
+            split = split_edges(cora, 0.05, 0.1, seed=seed)
+            model = build_ssl_model(name, cora.num_features, config)
+            model.fit(split.train_graph, seed=seed)
+            emb = model.embed(split.train_graph)
+            links.append(link_metrics(link_scores(emb, split.test_pos), link_scores(emb, split.test_neg)))
+    row = {"probe_test": stat([p["test_acc"] for p in probe]), "probe_val": stat([p["val_acc"] for p in probe]),
+           **{k: stat([c[k] for c in clus]) for k in ("nmi", "ari", "acc")}}
+    if link:
+        row.update({"auc": stat([m["auc"] for m in links]), "ap": stat([m["ap"] for m in links])})
+    return row
 
 
 def part_ssl(args, out):
     cora = sgl.datasets.load("cora", root=os.path.join(args.root, "planetoid"))
     seeds = list(range(args.seeds))
     result = {}
+    shared = {}
+    if args.ssl_grid and "gcmae" in args.models:
+        # encoder settings chosen for GCMAE by mean validation probe accuracy; the ablations reuse them
+        best = None
+        for encoder, mask_rate, epochs in itertools.product(args.grid_encoders, args.grid_mask_rates,
+                                                            args.grid_epochs):
+            options = {"encoder": encoder, "mask_rate": mask_rate, "epochs": epochs}
+            config = ssl_model_config("gcmae", **options, device=args.device,
+                                      **({"cl_max_nodes": args.cl_max_nodes} if args.cl_max_nodes else {}))
+            t = time.perf_counter()
+            row = ssl_run("gcmae", config, cora, list(range(args.select_seeds)), link=False)
+            print(f"  gcmae grid {options}: val probe {fmt(row['probe_val'])} ({time.perf_counter() - t:.0f} s)",
+                  flush=True)
+            result.setdefault("gcmae_grid", []).append({"options": options, "val": row["probe_val"]["mean"]})
+            if best is None or row["probe_val"]["mean"] > best[0]:
+                best = (row["probe_val"]["mean"], options)
+        shared = best[1]
+        result["selected"] = shared
+        if args.selected_file:
+            with open(args.selected_file + ".tmp", "w") as f:
+                json.dump(shared, f)
+            os.replace(args.selected_file + ".tmp", args.selected_file)
+    elif args.selected_file:
+        # another process runs the GCMAE grid: reuse its choice so the ablations share the encoder
+        deadline = time.time() + args.wait_selected
+        while not os.path.exists(args.selected_file):
+            if time.time() > deadline:
+                raise SystemExit(f"no {args.selected_file} after {args.wait_selected} s")
+            time.sleep(2)
+        with open(args.selected_file) as f:
+            shared = json.load(f)
+        result["selected"] = shared
     for name in args.models:
         options = {**SSL_SETTINGS.get(name, {}), "device": args.device}
+        if name in ("gcmae", "graphmae", "grace"):
+            options.update({k: v for k, v in shared.items() if not (name == "grace" and k == "mask_rate")})
+        if args.cl_max_nodes and name in ("gcmae", "grace"):
+            options["cl_max_nodes"] = args.cl_max_nodes
         if args.epochs:
             options["epochs"] = args.epochs
         config = ssl_model_config(name, **options)
-        probe, clus, link = [], [], []
         t = time.perf_counter()
-        for seed in seeds:
-            model = build_ssl_model(name, cora.num_features, config)
-            model.fit(cora, seed=seed)
-            emb = model.embed(cora)
-            probe.append(linear_probe(emb, cora, seed=seed))
-            clus.append(cluster_metrics(kmeans(emb, cora.num_classes, seed=seed), cora.y))
-            split = split_edges(cora, 0.05, 0.1, seed=seed)
-            model = build_ssl_model(name, cora.num_features, config)
-            model.fit(split.train_graph, seed=seed)
-            emb = model.embed(split.train_graph)
-            link.append(link_metrics(link_scores(emb, split.test_pos), link_scores(emb, split.test_neg)))
-        row = {"probe_test": stat([p["test_acc"] for p in probe]), "probe_val": stat([p["val_acc"] for p in probe]),
-               **{k: stat([c[k] for c in clus]) for k in ("nmi", "ari", "acc")},
-               "auc": stat([m["auc"] for m in link]), "ap": stat([m["ap"] for m in link]),
-               "time_s": time.perf_counter() - t, "config": config.to_dict()}
+        row = {**ssl_run(name, config, cora, seeds), "time_s": time.perf_counter() - t, "config": config.to_dict()}
         result[name] = row
         print(f"{name:9s} probe {fmt(row['probe_test'])} | NMI {fmt(row['nmi'])} ARI {fmt(row['ari'])} "
               f"ACC {fmt(row['acc'])} | AUC {fmt(row['auc'])} AP {fmt(row['ap'])} ({row['time_s']:.0f} s)", flush=True)
-        with open(os.path.join(out, "ssl_cora.json"), "w") as f:
+        with open(os.path.join(out, f"ssl_cora_{'_'.join(args.models)}.json"), "w") as f:
             json.dump(result, f, indent=1)
 
 
@@ -157,6 +222,8 @@ def part_graph(args, out):
         union, graph_id = batch_graphs(ds)
         for name in args.models:
             options = {**SSL_SETTINGS.get(name, {}), "device": args.device}
+            if args.cl_max_nodes and name in ("gcmae", "grace"):
+                options["cl_max_nodes"] = args.cl_max_nodes
             if args.graph_epochs:
                 options["epochs"] = args.graph_epochs
             config = ssl_model_config(name, **options)
@@ -166,14 +233,14 @@ def part_graph(args, out):
                 model = build_ssl_model(name, ds.num_features, config)
                 model.fit(union, seed=seed)
                 pooled = pool(model.embed(union), graph_id, len(ds), "mean")
-                r = evaluate_graph_embeddings(pooled, ds.labels, 10, seed=seed)
+                r = evaluate_graph_embeddings(pooled, ds.labels, 10, seed=seed, n_jobs=args.jobs)
                 accs.append(r["acc"])
                 fold_stds.append(r["std"])
             row = {"acc": stat(accs), "fold_std": statistics.fmean(fold_stds), "time_s": time.perf_counter() - t}
             result[f"{dataset_name}/{name}"] = row
             print(f"{dataset_name:8s} {name:9s} acc {fmt(row['acc'])} (mean fold std {100 * row['fold_std']:.2f}, "
                   f"{len(accs)} seeds, {row['time_s']:.0f} s)", flush=True)
-            with open(os.path.join(out, "graph_tu.json"), "w") as f:
+            with open(os.path.join(out, f"graph_{'_'.join(args.tu)}.json"), "w") as f:
                 json.dump(result, f, indent=1)
 
 
@@ -185,22 +252,34 @@ def main():
     parser.add_argument("--device", default=None)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--select-seeds", type=int, default=2)
-    parser.add_argument("--highs", type=float, nargs="+", default=[1.1, 1.3, 1.5])
-    parser.add_argument("--lows", type=float, nargs="+", default=[0.4, 0.6, 0.8])
-    parser.add_argument("--label-exponents", type=float, nargs="+", default=[1.0, 4.0])
-    parser.add_argument("--rounds", type=int, nargs="+", default=[1, 3])
+    parser.add_argument("--highs", type=float, nargs="+", default=[1.2, 1.5, 2.0])
+    parser.add_argument("--lows", type=float, nargs="+", default=[0.6, 0.8, 0.9])
+    parser.add_argument("--label-exponents", type=float, nargs="+", default=[1.0, 4.0, 8.0])
+    parser.add_argument("--feature-exponents", type=lambda t: tuple(float(v) for v in t.split(",")), nargs="+",
+                        default=[(0.5, 0.25), (1.0, 1.0)], help="e1,e2 pairs")
+    parser.add_argument("--rounds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--ssl-grid", action="store_true", help="choose GCMAE encoder settings on validation")
+    parser.add_argument("--grid-encoders", nargs="+", default=["gcn", "gat"])
+    parser.add_argument("--grid-mask-rates", type=float, nargs="+", default=[0.5, 0.75])
+    parser.add_argument("--grid-epochs", type=int, nargs="+", default=[300, 800])
+    parser.add_argument("--selected-file", help="write (with --ssl-grid) or wait for the GCMAE grid's choice")
+    parser.add_argument("--wait-selected", type=float, default=600.0)
+    parser.add_argument("--shard", type=int, default=0)
+    parser.add_argument("--num-shards", type=int, default=1)
     parser.add_argument("--models", nargs="+", default=["gcmae", "graphmae", "grace", "dgi", "gae"])
     parser.add_argument("--epochs", type=int, default=None, help="override every SSL model's epochs")
     parser.add_argument("--tu", nargs="+", default=["MUTAG", "PROTEINS"])
     parser.add_argument("--graph-seeds", type=int, default=3)
     parser.add_argument("--graph-epochs", type=int, default=None)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--jobs", type=int, default=None, help="parallel SVM grid-search jobs")
+    parser.add_argument("--cl-max-nodes", type=int, default=None, help="InfoNCE nodes per step (GCMAE/GRACE)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     os.makedirs(args.out_dir, exist_ok=True)
     for part in args.parts:
-        {"rwgsl": part_rwgsl, "ssl": part_ssl, "graph": part_graph}[part](args, args.out_dir)
+        {"rwgsl-grid": part_rwgsl_grid, "rwgsl": part_rwgsl, "ssl": part_ssl, "graph": part_graph}[part](args, args.out_dir)
 
 
 if __name__ == "__main__":

@@ -176,7 +176,7 @@ class GCMAEConfig:
     adj_temperature: float = 0.25
     adj_max_pos: int = 50_000
     adj_neg_ratio: int = 1
-    cl_max_nodes: int = 4096
+    cl_max_nodes: int = 1024
     mae_weight: float = 1.0
     cl_weight: float = 0.3
     adj_weight: float = 0.3

@@ -421,18 +421,19 @@ class RWGSL:
         weight.requires_grad_(True)
         bias = torch.zeros(num_classes, requires_grad=True)
         opt = torch.optim.Adam([weight, bias], lr=cfg.pseudo_lr, weight_decay=cfg.pseudo_weight_decay)
-        best, best_probs = -1.0, None
+        best, best_params = -1.0, None
+        x_val, y_val = x[val], y[val]
         for _ in range(cfg.pseudo_epochs):
             opt.zero_grad()
             loss = F.cross_entropy(x[train] @ weight + bias, y[train])
             loss.backward()
             opt.step()
             with torch.no_grad():
-                logits = x @ weight + bias
-                acc = float((logits[val].argmax(1) == y[val]).float().mean())
+                acc = float(((x_val @ weight + bias).argmax(1) == y_val).float().mean())
                 if acc > best:
-                    best, best_probs = acc, torch.softmax(logits, dim=1)
-        probs = best_probs
+                    best, best_params = acc, (weight.detach().clone(), bias.detach().clone())
+        with torch.no_grad():
+            probs = torch.softmax(x @ best_params[0] + best_params[1], dim=1)
         if cfg.clamp_train_labels:
             probs[train] = F.one_hot(y[train], num_classes).float()
         return probs

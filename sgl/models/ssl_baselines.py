@@ -158,7 +158,7 @@ class _PyGWrapper(nn.Module):
                 raise FeatureError(f"{type(self).__name__} pre-training diverged at epoch {epoch}; lower lr")
             loss.backward()
             optimizer.step()
-            history.append({"loss": float(loss)})
+            history.append({"loss": float(loss.detach())})
         self.fit_time_s = time.perf_counter() - start
         return history
 

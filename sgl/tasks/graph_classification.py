@@ -67,8 +67,10 @@ def pool(embeddings: torch.Tensor, graph_id: torch.Tensor, num_graphs: int, how:
 
 
 def evaluate_graph_embeddings(features: torch.Tensor, labels: torch.Tensor, folds: int = 10, seed: int = 0,
-                              classifier: str = "svm") -> Dict[str, Any]:
+                              classifier: str = "svm", n_jobs: Any = None) -> Dict[str, Any]:
     """Stratified ``folds``-fold accuracy of a classifier on graph embeddings.
+
+    ``n_jobs`` parallelises the SVM's inner grid search (scikit-learn's meaning).
 
     Returns ``{"acc": mean, "std": std over folds, "folds": [...]}``.
     """
@@ -90,7 +92,7 @@ def evaluate_graph_embeddings(features: torch.Tensor, labels: torch.Tensor, fold
     for train, test in StratifiedKFold(folds, shuffle=True, random_state=seed).split(x, y):
         if classifier == "svm":
             model = GridSearchCV(make_pipeline(StandardScaler(), SVC(random_state=seed)),
-                                 {"svc__C": [1e-3, 1e-2, 1e-1, 1, 10]}, cv=5)
+                                 {"svc__C": [1e-3, 1e-2, 1e-1, 1, 10]}, cv=5, n_jobs=n_jobs)
         else:
             model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
         model.fit(x[train], y[train])
