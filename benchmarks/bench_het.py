@@ -228,9 +228,9 @@ def part_c(args: argparse.Namespace) -> list[dict]:
     return out
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Flags of parts (b) and (c); all prefixed ``--het-`` / ``--gmp-`` so they can join other benches."""
-    g = p.add_argument_group("HET / HET-GMP (parts b, c)")
+def add_arguments(g) -> None:
+    """Flags of parts (b) and (c) on a parser or argument group; all prefixed ``--het-`` / ``--gmp-``
+    so they can join other benches (bench_embeddings.py adds them through ``add_part_b_arguments``)."""
     ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
     g.add_argument("--het-batch", type=int, default=256, help="per-worker batch size (b and c)")
     g.add_argument("--het-lr", type=float, default=0.1, help="embedding SGD learning rate (b and c)")
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--parts", default="b,c")
     p.add_argument("--threads", type=int, default=1)
-    add_arguments(p)
+    add_arguments(p.add_argument_group("HET / HET-GMP (parts b, c)"))
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     parts = set(args.parts.split(","))
