@@ -391,6 +391,41 @@ class OutOfCoreTrainer:
         self.cache = BeladyFeatureCache(self.features, rows)
         self.budget.register("feature_cache", self.cache)
 
+    def fit(self, eval_fanouts: Optional[Sequence[int]] = None, max_eval_nodes: Optional[int] = None,
+            progress: bool = False) -> Dict[str, Any]:
+        """Train ``config.epochs`` epochs; report test accuracy at the best validation epoch,
+        and the mean bytes/requests/time per epoch."""
+        import copy
+
+        best_val, best_state, best_epoch = -1.0, None, -1
+        epochs = []
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=self.cfg.epochs, desc=f"{self.cfg.method} seed {self.cfg.seed}", leave=False, disable=None)
+        for _ in range(self.cfg.epochs):
+            stats = self.train_epoch()
+            val = self.evaluate("val", max_nodes=max_eval_nodes, fanouts=eval_fanouts)
+            stats["val_acc"] = val
+            epochs.append(stats)
+            if val > best_val:
+                best_val, best_epoch = val, stats["epoch"]
+                best_state = copy.deepcopy(self.model.state_dict())
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{stats['loss']:.3f}", val=f"{val:.3f}", MiB=f"{stats['bytes_read'] / 2**20:.1f}")
+        if bar is not None:
+            bar.close()
+        self.model.load_state_dict(best_state)
+        test = self.evaluate("test", max_nodes=max_eval_nodes, fanouts=eval_fanouts)
+        mean = lambda key: float(np.mean([e[key] for e in epochs]))  # noqa: E731
+        return {"method": self.cfg.method, "seed": self.cfg.seed, "best_epoch": best_epoch, "val_acc": best_val,
+                "test_acc": test, "bytes_per_epoch": mean("bytes_read"), "requests_per_epoch": mean("requests"),
+                "epoch_time_s": mean("time_s"), "peak_budget_bytes": self.budget.peak,
+                "budget_bytes": self.budget.total, "prep": {k: v for k, v in self.prep.items()},
+                "epochs": [{k: v for k, v in e.items() if k != "by_kind"} for e in epochs]}
+
     @torch.no_grad()
     def evaluate(self, split: str = "test", max_nodes: Optional[int] = None,
                  fanouts: Optional[Sequence[int]] = None) -> float:

@@ -23,3 +23,33 @@ def test_train_bad_sampler_options_exit_2(argv, capsys):
     args = base + argv
     assert main(args) == 2
     assert capsys.readouterr().err.startswith("error:")
+
+
+def test_train_out_of_core_from_a_store(tmp_path, capsys):
+    store = tmp_path / "karate"
+    assert main(["preprocess", "--dataset", "karate", "--out", str(store), "--no-progress"]) == 0
+    out = tmp_path / "rec.json"
+    argv = ["train", "--sampler", "ginex", "--dataset", f"store:{store}", "--memory-budget", "200KB",
+            "--fanouts", "3,3", "--batch-size", "4", "--epochs", "2", "--seeds", "1", "--no-progress", "--out", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "storage reads per epoch" in text and "test accuracy" in text
+    record = json.loads(out.read_text())
+    assert record["runs"][0]["peak_budget_bytes"] <= 200_000
+
+
+@pytest.mark.parametrize("argv", [
+    ["--sampler", "outre", "--dataset", "karate", "--memory-budget", "1MB"],          # not a store
+    ["--sampler", "outre", "--dataset", "store:/nonexistent", "--memory-budget", "1MB"],
+    ["--sampler", "neighbor", "--dataset", "karate", "--memory-budget", "1MB"],       # budget needs a store
+])
+def test_out_of_core_bad_input_exit_2(argv, capsys):
+    assert main(["train", *argv, "--seeds", "1", "--epochs", "1", "--no-progress"]) == 2
+    assert capsys.readouterr().err.startswith("error:")
+
+
+def test_out_of_core_needs_a_budget(tmp_path, capsys):
+    store = tmp_path / "k"
+    main(["preprocess", "--dataset", "karate", "--out", str(store), "--no-progress"])
+    assert main(["train", "--sampler", "lru", "--dataset", f"store:{store}", "--seeds", "1", "--no-progress"]) == 2
+    assert "--memory-budget" in capsys.readouterr().err
