@@ -73,6 +73,8 @@ def register(subparsers) -> None:
     p.add_argument("--world-size", type=int, default=2, help="gloo processes for the bandwidth probe")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", type=int, default=1, help="torch threads per process (as training will use)")
+    p.add_argument("--size-mb", type=float, default=16.0, help="message size of the bandwidth probe")
     p.set_defaults(handler=_profile)
 
     w = sub.add_parser("show", help="print a plan JSON as a table (with predictions when --model is given)")
@@ -132,7 +134,7 @@ def _profile(args) -> int:
 
     started = time.perf_counter()
     paths = profile_to_dir(args.out, model=args.model, world_size=args.world_size, batch_size=args.batch_size,
-                           repeats=args.repeats)
+                           repeats=args.repeats, threads=args.threads, size_mb=args.size_mb)
     for path in paths:
         print(f"wrote {path}")
     print(f"profiled in {time.perf_counter() - started:.1f} s (CPU/gloo figures, not GPU)")

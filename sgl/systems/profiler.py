@@ -188,6 +188,10 @@ def profile_hardware(world_size: int = 2, size_mb: float = 16.0, repeats: int = 
     if world_size < 2 or world_size & (world_size - 1):
         raise PlanError(f"world_size must be a power of two >= 2 to measure links, got {world_size}")
     results = comm.spawn(_hardware_worker, world_size, size_mb, repeats, timeout=timeout)
+    return _hardware_from(results, world_size, size_mb)
+
+
+def _hardware_from(results, world_size: int, size_mb: float) -> HardwareProfile:
     t_ar = max(r[0] for r in results)
     t_p2p = max(r[1] for r in results[:2])
     coe = statistics.median(r[2] for r in results)
@@ -203,14 +207,15 @@ def profile_hardware(world_size: int = 2, size_mb: float = 16.0, repeats: int = 
                            coe, source=f"measured: {world_size} local gloo processes")
 
 
-def _timing_worker(rank: int, world: int, cfg: TransformerConfig, batch_size: int, repeats: int,
-                   threads: int) -> Tuple[float, float]:
+def _cluster_worker(rank: int, world: int, cfg: TransformerConfig, batch_size: int, repeats: int,
+                    threads: int, size_mb: float):
+    """One process of :func:`profile_to_dir`: layer timing (all ranks at once), then the links."""
     prof = profile_model(cfg, batch_size=batch_size, repeats=repeats, threads=threads, max_tp=1)
-    return prof.fwd_ms, prof.other_fwd_ms
+    return (prof.fwd_ms, prof.other_fwd_ms), _hardware_worker(rank, world, size_mb, repeats)
 
 
 def profile_to_dir(out: str | Path, model: str | TransformerConfig = "tiny", world_size: int = 2,
-                   batch_size: int = 4, repeats: int = 5, threads: int = 1) -> List[Path]:
+                   batch_size: int = 4, repeats: int = 5, threads: int = 1, size_mb: float = 16.0) -> List[Path]:
     """Profile model and links; write Galvatron-format JSONs into ``out``; return their paths.
 
     Forward times are taken in ``world_size`` processes at once (the median over ranks), as
@@ -219,10 +224,13 @@ def profile_to_dir(out: str | Path, model: str | TransformerConfig = "tiny", wor
     """
     cfg = get_model_config(model)
     profile = profile_model(cfg, batch_size=batch_size, repeats=repeats, threads=threads)
-    timings = comm.spawn(_timing_worker, world_size, cfg, batch_size, repeats, threads, timeout=600)
-    profile.fwd_ms = statistics.median(t[0] for t in timings)
-    profile.other_fwd_ms = statistics.median(t[1] for t in timings)
+    if world_size < 2 or world_size & (world_size - 1):
+        raise PlanError(f"world_size must be a power of two >= 2 to measure links, got {world_size}")
+    results = comm.spawn(_cluster_worker, world_size, cfg, batch_size, repeats, threads, size_mb, timeout=600)
+    profile.fwd_ms = statistics.median(r[0][0] for r in results)
+    profile.other_fwd_ms = statistics.median(r[0][1] for r in results)
     profile.source += f", times from {world_size} concurrent processes"
     paths = list(save_model_profile(profile, out, cfg, precision="fp32"))
-    paths += list(save_hardware_profile(profile_hardware(world_size, repeats=repeats), out))
+    hardware = _hardware_from([r[1] for r in results], world_size, size_mb)
+    paths += list(save_hardware_profile(hardware, out))
     return paths

@@ -22,7 +22,7 @@ def test_profile_model_counts_tp_and_checkpoint_activations():
 
 def test_cli_profile_then_search_with_it(tmp_path, capsys):
     assert main(["plan", "profile", "--out", str(tmp_path), "--model", "tiny", "--world-size", "2",
-                 "--batch-size", "2", "--repeats", "1"]) == 0
+                 "--batch-size", "2", "--repeats", "1", "--size-mb", "1"]) == 0
     assert "CPU/gloo" in capsys.readouterr().out
     names = sorted(p.name for p in tmp_path.iterdir())
     assert "allreduce_bandwidth_1nodes_2gpus_per_node.json" in names
