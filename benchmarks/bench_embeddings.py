@@ -62,8 +62,42 @@ def _train_one(method: str, data: CTRData, split, ratio: float, seed: int, train
     return train_ctr(net, train, val, test, train_cfg, seed)
 
 
+_CONTEXT: Dict[str, Any] = {}
+
+
+def _ratio_method(task) -> tuple:
+    """All runs of one (ratio, method): the hash_rate pilot (CAFE/CAFE+) and every seed."""
+    ratio, method = task
+    torch.set_num_threads(1)
+    c = _CONTEXT
+    data, split, seeds = c["data"], c["split"], c["seeds"]
+    base: Dict[str, Any] = {}
+    if method == "cafe":
+        base["threshold"] = max(1.0, paper_hyperparameters(ratio)[0] * len(split[0]) / CRITEO_ROWS)
+    candidates = [dict(base, hash_rate=r) for r in c["hash_rates"]] if method in ("cafe", "cafe+") else [base]
+    args = (c["train_cfg"], c["dim"], c["model"])
+    pilot, errors = [], []
+    for cand in candidates:  # a candidate split that cannot fit the budget is skipped
+        try:
+            pilot.append((_train_one(method, data, split, ratio, seeds[0], *args, cand), cand))
+        except EmbeddingError as exc:
+            errors.append(str(exc))
+    if not pilot:
+        return f"{ratio:g}/{method}", None, f"  {ratio:>6g}x  {method:<10} does not fit: {errors[-1]}"
+    first, chosen = max(pilot, key=lambda rc: rc[0]["val_auc"])
+    runs = [first] + [_train_one(method, data, split, ratio, s, *args, chosen) for s in seeds[1:]]
+    aucs = [r["test_auc"] for r in runs]
+    extra = f"  [{', '.join(f'{k}={v:g}' for k, v in chosen.items())}]" if chosen else ""
+    line = (f"  {ratio:>6g}x  {method:<10} bytes {runs[0]['embedding_bytes']:>10,}  test AUC {_mean_std(aucs)}  "
+            f"log-loss {_mean_std([r['test_logloss'] for r in runs])}  "
+            f"({statistics.fmean([r['train_time_s'] for r in runs]):.1f} s/run){extra}")
+    return f"{ratio:g}/{method}", {"options": chosen, "runs": runs,
+                                   "pilot_val_auc": {str(cand): r["val_auc"] for r, cand in pilot}}, line
+
+
 def auc_vs_ratio(name: str, data: CTRData, methods: List[str], ratios: List[float], seeds: List[int],
-                 train_cfg: CTRTrainConfig, dim: int, model: str, hash_rates: List[float]) -> Dict[str, Any]:
+                 train_cfg: CTRTrainConfig, dim: int, model: str, hash_rates: List[float],
+                 jobs: int = 1) -> Dict[str, Any]:
     """Train ``model`` over every (ratio, method, seed); print one table; return the raw results.
 
     CAFE and CAFE+ pick ``hash_rate`` (the share of bytes for hash rows) from ``hash_rates``
@@ -76,29 +110,25 @@ def auc_vs_ratio(name: str, data: CTRData, methods: List[str], ratios: List[floa
     print(f"\n== (a) {name}: {len(data):,} rows ({len(train):,} train), {data.num_fields} fields, "
           f"{data.num_embeddings:,} ids, CTR {data.labels.mean():.3f}; {model}, dim {dim}, "
           f"{train_cfg.epochs} epoch(s), batch {train_cfg.batch_size}, lr {train_cfg.lr}, seeds {seeds}")
+    global _CONTEXT
+    _CONTEXT = dict(data=data, split=split, seeds=seeds, train_cfg=train_cfg, dim=dim, model=model,
+                    hash_rates=hash_rates)
+    tasks = [(ratio, method) for ratio in ratios for method in methods]
     results: Dict[str, Any] = {}
-    for ratio in ratios:
-        for method in methods:
-            base: Dict[str, Any] = {}
-            if method == "cafe":
-                base["threshold"] = max(1.0, paper_hyperparameters(ratio)[0] * len(train) / CRITEO_ROWS)
-            candidates = [dict(base, hash_rate=r) for r in hash_rates] if method in ("cafe", "cafe+") else [base]
-            try:
-                pilot = [(_train_one(method, data, split, ratio, seeds[0], train_cfg, dim, model, c), c)
-                         for c in candidates]
-            except EmbeddingError as exc:
-                print(f"  {ratio:>6g}x  {method:<10} does not fit: {exc}")
-                continue
-            first, chosen = max(pilot, key=lambda rc: rc[0]["val_auc"])
-            runs = [first] + [_train_one(method, data, split, ratio, s, train_cfg, dim, model, chosen)
-                              for s in seeds[1:]]
-            results[f"{ratio:g}/{method}"] = {"options": chosen, "runs": runs,
-                                              "pilot_val_auc": {str(c): r["val_auc"] for r, c in pilot}}
-            aucs = [r["test_auc"] for r in runs]
-            extra = f"  [{', '.join(f'{k}={v:g}' for k, v in chosen.items())}]" if chosen else ""
-            print(f"  {ratio:>6g}x  {method:<10} bytes {runs[0]['embedding_bytes']:>10,}  test AUC {_mean_std(aucs)}  "
-                  f"log-loss {_mean_std([r['test_logloss'] for r in runs])}  "
-                  f"({statistics.fmean([r['train_time_s'] for r in runs]):.1f} s/run){extra}", flush=True)
+    if jobs > 1:  # forked workers share the data; each trains on one thread
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(min(jobs, len(tasks))) as pool:
+            for key, value, line in pool.imap_unordered(_ratio_method, tasks):
+                print(line, flush=True)
+                if value is not None:
+                    results[key] = value
+    else:
+        for task in tasks:
+            key, value, line = _ratio_method(task)
+            print(line, flush=True)
+            if value is not None:
+                results[key] = value
     print(f"  -- {name}: test AUC (mean over seeds), difference to the global hash table and ratio")
     verdicts: Dict[str, List[bool]] = {"hash": [], "hash-field": []}
     for ratio in ratios:
@@ -133,14 +163,14 @@ def part_a(args: argparse.Namespace) -> Dict[str, Any]:
     print(f"synthetic data generated in {time.perf_counter() - t:.1f} s")
     cfg = CTRTrainConfig(epochs=args.epochs_synthetic, batch_size=1024, lr=2e-3, progress=False)
     out["synthetic"] = auc_vs_ratio("synthetic CTR", synthetic, methods, ratios, seeds, cfg, args.dim, args.model,
-                                    hash_rates)
+                                    hash_rates, args.jobs)
     del synthetic
     ml_root = Path(args.ml_root)
     if (ml_root / "u.data").is_file():
         movielens = load_movielens_100k(ml_root, download=False)
         cfg = CTRTrainConfig(epochs=args.epochs_ml, batch_size=256, lr=3e-3, progress=False)
         out["movielens-100k"] = auc_vs_ratio("MovieLens-100k", movielens, methods, ratios, seeds, cfg, args.dim,
-                                             args.model, hash_rates)
+                                             args.model, hash_rates, args.jobs)
     else:
         print(f"\n(a) MovieLens-100k skipped: {ml_root}/u.data not found (pass --ml-root)")
     return out
@@ -186,6 +216,8 @@ def main(argv: List[str] = None) -> int:
     group.add_argument("--hash-rates", default="0.3,0.5,0.7", help="CAFE/CAFE+ hash_rate candidates, chosen on "
                                                                    "validation AUC of the first seed")
     group.add_argument("--dim", type=int, default=16)
+    group.add_argument("--jobs", type=int, default=1, help="(ratio, method) cells trained in parallel processes, "
+                                                           "one torch thread each")
     group.add_argument("--model", default="deepfm")
     group.add_argument("--epochs-synthetic", type=int, default=1)
     group.add_argument("--epochs-ml", type=int, default=3)
