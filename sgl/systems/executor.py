@@ -246,11 +246,14 @@ def plan_worker(rank: int, world: int, plan_json: Dict[str, Any], cfg_dict: Dict
     torch.set_num_threads(cfg.threads)
     plan = Plan.from_galvatron(plan_json, num_devices=world)
     _check_plan(plan, world, cfg)
-    model = build_model(cfg)
+    # Gloo runs on CPU; NCCL on this rank's GPU (the weights are built on CPU from the seed
+    # first, so every backend starts from the same model).
+    device = torch.device("cuda", comm.get_local_rank()) if comm.get_backend() == "nccl" else torch.device("cpu")
+    model = build_model(cfg).to(device)
     for block, s in zip(model.blocks, plan.strategies):
         block.checkpoint = s.ckpt
     if plan.pp > 1:
-        return _run_pipeline(rank, world, plan, cfg, model)
+        return _run_pipeline(rank, world, plan, cfg, model, device)
     tp = plan.strategies[0].tp
     ddp_model: nn.Module = model
     manual_sync: List[nn.Parameter] = []
@@ -258,8 +261,7 @@ def plan_worker(rank: int, world: int, plan_json: Dict[str, Any], cfg_dict: Dict
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-        device = "cuda" if torch.cuda.is_available() and comm.get_backend() == "nccl" else "cpu"
-        mesh = init_device_mesh(device, (world,))
+        mesh = init_device_mesh(device.type, (world,))
         layout = {"q": ColwiseParallel(), "k": ColwiseParallel(), "v": ColwiseParallel(), "o": RowwiseParallel(),
                   "w1": ColwiseParallel(), "w2": RowwiseParallel()}
         if model.blocks[0].w3 is not None:
@@ -273,7 +275,7 @@ def plan_worker(rank: int, world: int, plan_json: Dict[str, Any], cfg_dict: Dict
         if not any(sharded) and not plan.embed_sdp:
             from torch.nn.parallel import DistributedDataParallel
 
-            ddp_model = DistributedDataParallel(model)
+            ddp_model = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
         else:
             from torch.distributed.fsdp import fully_shard
 
@@ -290,7 +292,7 @@ def plan_worker(rank: int, world: int, plan_json: Dict[str, Any], cfg_dict: Dict
     counter = _SavedBytes(list(model.parameters()))
     losses, times = [], []
     for step in range(cfg.steps):
-        tokens = local_tokens(batch_for_step(cfg, step))
+        tokens = local_tokens(batch_for_step(cfg, step)).to(device)
         started = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         micro = tokens.chunk(plan.chunks)
@@ -308,7 +310,7 @@ def plan_worker(rank: int, world: int, plan_json: Dict[str, Any], cfg_dict: Dict
                 comm.all_reduce(p.grad, op="mean")
         opt.step()
         times.append(time.perf_counter() - started)
-        losses.append(float(comm.all_reduce(torch.tensor([total]), op="mean")) if tp == 1 else total)
+        losses.append(float(comm.all_reduce(torch.tensor([total], device=device), op="mean")) if tp == 1 else total)
     return _report(losses, times, list(model.parameters()), opt, counter)
 
 
@@ -323,7 +325,8 @@ def _report(losses, times, params, opt, counter) -> Dict[str, Any]:
     }
 
 
-def _run_pipeline(rank: int, world: int, plan: Plan, cfg: ExecConfig, model: TinyLM) -> Dict[str, Any]:
+def _run_pipeline(rank: int, world: int, plan: Plan, cfg: ExecConfig, model: TinyLM,
+                  device: torch.device) -> Dict[str, Any]:
     """1F1B: stage k runs its layers; forward activations go to k+1, gradients come back."""
     first, last = rank == 0, rank == world - 1
     start = sum(plan.pp_division[:rank])
@@ -366,7 +369,7 @@ def _run_pipeline(rank: int, world: int, plan: Plan, cfg: ExecConfig, model: Tin
             comm.send(inp.grad, rank - 1, tag=10_000 + i)
 
     for step in range(cfg.steps):
-        micro = batch_for_step(cfg, step).chunk(chunks)
+        micro = batch_for_step(cfg, step).to(device).chunk(chunks)
         started = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         in_flight = []
@@ -396,7 +399,7 @@ def _run_pipeline(rank: int, world: int, plan: Plan, cfg: ExecConfig, model: Tin
                 comm.send(pending[0].detach(), rank + 1, tag=pending[1])
         opt.step()
         times.append(time.perf_counter() - started)
-        loss = torch.tensor([total])
+        loss = torch.tensor([total], device=device)
         comm.broadcast(loss, src=world - 1)
         losses.append(float(loss.detach()))
     return _report(losses, times, params, opt, counter) | {"stage": rank}
@@ -407,8 +410,11 @@ def plans_worker(rank: int, world: int, plan_jsons: List[Dict[str, Any]], cfg_di
     return [plan_worker(rank, world, p, c) for p, c in zip(plan_jsons, cfg_dicts)]
 
 
-def run_plans(plans: Sequence[Plan], cfg: ExecConfig, *, timeout: float = 300.0) -> List[List[Dict[str, Any]]]:
-    """Run each plan in ``num_devices`` local processes (gloo on CPU); ``out[i][rank]`` is a report.
+def run_plans(plans: Sequence[Plan], cfg: ExecConfig, *, timeout: float = 300.0,
+              backend: str = "gloo") -> List[List[Dict[str, Any]]]:
+    """Run each plan in ``num_devices`` local processes; ``out[i][rank]`` is a report.
+
+    ``backend="gloo"`` runs on CPU; ``"nccl"`` puts rank ``r`` on GPU ``r`` (one GPU per rank).
 
     Raises:
         PlanError: a plan the executor cannot run (checked before any process starts).
@@ -424,10 +430,11 @@ def run_plans(plans: Sequence[Plan], cfg: ExecConfig, *, timeout: float = 300.0)
         c = ExecConfig(**{**asdict(cfg), "global_bsz": plan.global_bsz, "chunks": plan.chunks})
         _check_plan(plan, world, c)
         cfgs.append(asdict(c))
-    by_rank = comm.spawn(plans_worker, world, [p.to_galvatron() for p in plans], cfgs, timeout=timeout)
+    by_rank = comm.spawn(plans_worker, world, [p.to_galvatron() for p in plans], cfgs, timeout=timeout,
+                         backend=backend)
     return [[by_rank[r][i] for r in range(world)] for i in range(len(plans))]
 
 
-def run_plan(plan: Plan, cfg: ExecConfig, *, timeout: float = 120.0) -> List[Dict[str, Any]]:
+def run_plan(plan: Plan, cfg: ExecConfig, *, timeout: float = 120.0, backend: str = "gloo") -> List[Dict[str, Any]]:
     """Run one plan; one report per rank (see :func:`run_plans`)."""
-    return run_plans([plan], cfg, timeout=timeout)[0]
+    return run_plans([plan], cfg, timeout=timeout, backend=backend)[0]

@@ -158,3 +158,14 @@ def test_exact_partition_equals_enumeration():
             continue
         assert sum(division) == layers
         assert pipeline([tables[k, n] for k, n in enumerate(division)], chunks) == pytest.approx(best)
+
+
+def test_ulysses_sp_space_round_trips():
+    searcher = PlanSearcher(SearchConfig(model="llama-7b", memory_gb=40, sp_space="tp+sp", space="dp+tp", **FAST))
+    strategies = searcher._strategies(1)
+    assert any(s.sp for s in strategies) and all(s.tp > 1 for s in strategies if s.sp)
+    plan = searcher.search().plan
+    assert plan.throughput >= PlanSearcher(SearchConfig(model="llama-7b", memory_gb=40, space="dp+tp", **FAST)
+                                           ).search().plan.throughput - 1e-9
+    data = plan.to_galvatron()
+    assert Plan.from_galvatron(data, num_devices=8).strategies == plan.strategies
