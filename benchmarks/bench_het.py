@@ -234,7 +234,7 @@ def add_arguments(g) -> None:
     ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
     g.add_argument("--het-batch", type=int, default=256, help="per-worker batch size (b and c)")
     g.add_argument("--het-lr", type=float, default=0.1, help="embedding SGD learning rate (b and c)")
-    g.add_argument("--het-unit", default="step", choices=["step", "occurrence"],
+    g.add_argument("--het-unit", default="occurrence", choices=["step", "occurrence"],
                    help="what one version step counts (b and c)")
     g.add_argument("--het-bounds", type=ints, default=[0, 10, 100], help="staleness bounds (b and c)")
     g.add_argument("--het-zipf", type=float, default=1.1, help="Zipf exponent of the synthetic ids")

@@ -14,9 +14,11 @@ update count once it holds more than ``push_bound`` local updates, and always
 when evicted.  With ``bound = 0`` every read is fresh and every update is
 pushed at once: synchronous sparse SGD.
 
-An *update* is one SGD step on a row (``update_unit="step"``: a key updated by
-one batch counts 1 however often it occurs in it) or, as in the official HET
-code, one occurrence (``update_unit="occurrence"``).
+An *update* is, as in the official HET code, one occurrence of a key in a batch
+(``update_unit="occurrence"``, the default), or one SGD step on a row
+(``update_unit="step"``: a key updated by one batch counts 1 however often it
+occurs).  Per-step counting lets hot rows stay stale longer: fewer bytes, lower
+AUC (see docs/embeddings.md).
 """
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ class HETConfig:
     bound: int = 10
     push_bound: int | None = None
     lr: float = 0.01
-    update_unit: Literal["step", "occurrence"] = "step"
+    update_unit: Literal["step", "occurrence"] = "occurrence"
     pin_threshold: int = 10
 
     def __post_init__(self) -> None:

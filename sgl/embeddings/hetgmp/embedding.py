@@ -43,7 +43,7 @@ class GMPConfig:
     bound: int = 0
     push_bound: int | None = None
     lr: float = 0.01
-    update_unit: Literal["step", "occurrence"] = "step"
+    update_unit: Literal["step", "occurrence"] = "occurrence"
 
     def __post_init__(self) -> None:
         for name in ("num_embeddings", "embedding_dim"):
