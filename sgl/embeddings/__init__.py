@@ -28,7 +28,8 @@ from sgl.embeddings.hetgmp import GMPConfig, GMPEmbedding
 from sgl.errors import EmbeddingError
 
 __all__ = [
-    "EmbeddingBackend", "FullEmbedding", "HashEmbedding", "FieldHashEmbedding", "QREmbedding", "CAFEEmbedding", "CAFEPlusEmbedding",
+    "EmbeddingBackend", "FullEmbedding", "HashEmbedding", "FieldHashEmbedding", "QREmbedding", "CAFEEmbedding",
+    "CAFEPlusEmbedding",
     "HotSketch", "HotSketchPlus", "SpaceSaving", "CountMinTopK", "EMBEDDINGS", "build_embedding",
     "budget_bytes", "check_ratio", "split_budget", "paper_hyperparameters", "hash_ids",
     "het", "hetgmp", "HETConfig", "HETEmbedding", "NoCacheEmbedding", "GMPConfig", "GMPEmbedding",
