@@ -6,11 +6,8 @@
 """
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 import time
-from pathlib import Path
 
 from sgl.errors import ConfigError, PlanError
 

@@ -26,11 +26,10 @@ of activation bytes saved for backward (counted with saved-tensor hooks).
 from __future__ import annotations
 
 import contextlib
-import math
 import resource
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 import torch
 import torch.nn as nn
