@@ -169,3 +169,18 @@ def test_ulysses_sp_space_round_trips():
                                            ).search().plan.throughput - 1e-9
     data = plan.to_galvatron()
     assert Plan.from_galvatron(data, num_devices=8).strategies == plan.strategies
+
+
+def test_monotone_with_pipelines_on_two_nodes():
+    searcher = PlanSearcher(SearchConfig(model="llama-13b", num_nodes=2, devices_per_node=8, memory_gb=40,
+                                         batch_sizes=(32, 64), granularity_mb=64.0, max_chunks=32))
+    plans = [searcher.search(b).plan for b in (20, 24, 32, 48, 80)]
+    assert any(p.pp > 1 for p in plans)
+    throughputs = [p.throughput for p in plans]
+    assert all(b >= a - 1e-9 for a, b in zip(throughputs, throughputs[1:])), throughputs
+
+
+def test_tp_baseline_impossible_for_head_count():
+    searcher = PlanSearcher(SearchConfig(model="llama-13b", num_nodes=2, devices_per_node=8, memory_gb=40, **FAST))
+    with pytest.raises(PlanError, match="num_heads=40"):
+        searcher.search(baseline="tp")

@@ -388,6 +388,13 @@ class PlanSearcher:
             smallest = self.min_feasible_memory_mb(space="full" if baseline else None, uniform_filter=filt)
             what = f"baseline {baseline!r}" if baseline else f"search space {self.config.space!r}"
             if not math.isfinite(smallest):
+                candidates = [s for t in self.tasks() for s in self._strategies(t.pp, "full" if baseline else None)
+                              if filt is None or filt(s, n)]
+                if not candidates:
+                    raise PlanError(
+                        f"{what} has no strategy for {self.model.name} on {n} devices: TP degrees are limited to "
+                        f"those dividing num_heads={self.model.num_heads} and ffn_hidden_size="
+                        f"{self.model.ffn_hidden_size}")
                 raise PlanError(f"no strategy of {what} fits the batch sizes {list(self.config.batch_sizes)} on "
                                 f"{n} devices; allow larger batches or another space")
             raise PlanError(
