@@ -216,38 +216,49 @@ def _sniff(path: Path) -> Tuple[str, bool]:
 
 
 def _lines(path: Path, chunk_rows: int, fmt: CTRFormat, max_rows: Optional[int]
-           ) -> Iterator[Tuple[int, List[List[str]]]]:
-    """Yield (line number of the chunk's first row, split rows), checking the column count."""
+           ) -> Iterator[Tuple[List[int], List[str]]]:
+    """Yield (file line number of each row, raw rows) per chunk, checking every row's column count."""
     delimiter, first = _sniff(path)
     head = first.rstrip("\r\n").split(delimiter)
     skip_header = len(head) > fmt.label and head[fmt.label].strip().lower() == fmt.header_first
+    separators = fmt.num_columns - 1
     emitted = 0
     with open(path, "r", encoding="utf-8", errors="replace") as handle:
         if skip_header:
             handle.readline()
-        line_no = 2 if skip_header else 1
-        rows: List[List[str]] = []
-        start = line_no
+        line_no = 1 if skip_header else 0
+        rows: List[str] = []
+        numbers: List[int] = []
         for line in handle:
+            line_no += 1
             if max_rows is not None and emitted >= max_rows:
                 break
             line = line.rstrip("\r\n")
             if not line:
-                line_no += 1
                 continue
-            parts = line.split(delimiter)
-            if len(parts) != fmt.num_columns:
-                raise DatasetError(f"{path}, line {line_no}: {len(parts)} columns, expected {fmt.num_columns} "
-                                   f"(label, {len(fmt.dense)} dense, {len(fmt.sparse)} categorical); "
-                                   f"fix or remove the malformed row")
-            rows.append(parts)
+            if line.count(delimiter) != separators:
+                raise DatasetError(f"{path}, line {line_no}: {line.count(delimiter) + 1} columns, expected "
+                                   f"{fmt.num_columns} (label, {len(fmt.dense)} dense, {len(fmt.sparse)} "
+                                   f"categorical); fix or remove the malformed row")
+            rows.append(line)
+            numbers.append(line_no)
             emitted += 1
-            line_no += 1
             if len(rows) == chunk_rows:
-                yield start, rows
-                rows, start = [], line_no
+                yield numbers, rows
+                rows, numbers = [], []
         if rows:
-            yield start, rows
+            yield numbers, rows
+
+
+def _frame(rows: List[str], delimiter: str):
+    """All columns as strings (empty = missing), parsed by pandas' C reader."""
+    import csv
+    import io
+
+    import pandas as pd
+
+    return pd.read_csv(io.StringIO("\n".join(rows)), sep=delimiter, header=None, dtype=str, na_filter=False,
+                       quoting=csv.QUOTE_NONE, engine="c")
 
 
 def _header_names(path: Path, fmt: CTRFormat) -> Tuple[List[str], List[str]]:
@@ -258,32 +269,31 @@ def _header_names(path: Path, fmt: CTRFormat) -> Tuple[List[str], List[str]]:
     return list(fmt.field_names), list(fmt.dense_names)
 
 
-def _categorical_columns(rows: List[List[str]], fmt: CTRFormat) -> List[np.ndarray]:
-    table = np.asarray(rows, dtype=object)
+def _categorical_columns(frame, fmt: CTRFormat) -> List[np.ndarray]:
     columns = []
     for c in fmt.sparse:
-        col = np.char.strip(table[:, c].astype(str))
+        col = frame[c]
         if fmt is AVAZU_FORMAT and c == 2:  # hour YYMMDDHH -> hour of day
-            col = np.array([v[-2:] for v in col], dtype=str)
-        columns.append(col)
+            col = col.str[-2:]
+        columns.append(col.to_numpy())
     return columns
 
 
-def _parse_numbers(values: np.ndarray, what: str, path: Path, start: int, columns: Sequence[int]) -> np.ndarray:
-    """Float matrix from strings; empty = NaN; a non-numeric value names its line and column."""
-    values = np.char.strip(values.astype(str))
-    values = np.where(values == "", "nan", values)
-    try:
-        return values.astype(np.float64)
-    except ValueError:
-        for r in range(values.shape[0]):
-            for j in range(values.shape[1]):
-                try:
-                    float(values[r, j])
-                except ValueError:
-                    raise DatasetError(f"{path}, line {start + r}, column {columns[j] + 1}: {what} value "
-                                       f"{str(values[r, j])!r} is not a number; fix or remove the row") from None
-        raise  # pragma: no cover
+def _parse_numbers(frame, columns: Sequence[int], what: str, path: Path, numbers: List[int]) -> np.ndarray:
+    """Float matrix of ``columns``; empty = NaN; a non-numeric value names its line and column."""
+    import pandas as pd
+
+    out = np.empty((len(frame), len(columns)), dtype=np.float64)
+    for j, c in enumerate(columns):
+        text = frame[c].str.strip()
+        values = pd.to_numeric(text, errors="coerce")
+        bad = values.isna().to_numpy() & (text != "").to_numpy() & (text.str.lower() != "nan").to_numpy()
+        if bad.any():
+            r = int(np.nonzero(bad)[0][0])
+            raise DatasetError(f"{path}, line {numbers[r]}, column {c + 1}: {what} value {text.iloc[r]!r} "
+                               f"is not a number; fix or remove the row")
+        out[:, j] = values.to_numpy(dtype=np.float64, na_value=np.nan)
+    return out
 
 
 def build_vocabulary(path: PathLike, fmt: CTRFormat = CRITEO_FORMAT, min_count: int = 1,
@@ -293,12 +303,15 @@ def build_vocabulary(path: PathLike, fmt: CTRFormat = CRITEO_FORMAT, min_count: 
     Value ``vocab[f][i]`` gets id ``i + 1`` (0 is the unknown bucket); empty strings (missing)
     are never in a vocabulary.
     """
+    import pandas as pd
+
     path = Path(path)
+    delimiter, _ = _sniff(path)
     counters = [Counter() for _ in fmt.sparse]
     for _, rows in _lines(path, chunk_rows, fmt, max_rows):
-        for counter, col in zip(counters, _categorical_columns(rows, fmt)):
-            values, counts = np.unique(col, return_counts=True)
-            counter.update(dict(zip(values.tolist(), counts.tolist())))
+        for counter, col in zip(counters, _categorical_columns(_frame(rows, delimiter), fmt)):
+            counts = pd.Series(col).value_counts(sort=False)
+            counter.update(dict(zip(counts.index.tolist(), counts.to_numpy().tolist())))
     vocab = []
     for counter in counters:
         counter.pop("", None)
@@ -313,21 +326,23 @@ def iter_ctr_chunks(path: PathLike, vocab: Sequence[np.ndarray], fmt: CTRFormat 
     import pandas as pd
 
     path = Path(path)
+    delimiter, _ = _sniff(path)
     field_names, dense_names = _header_names(path, fmt)
     indexes = [pd.Index(v) for v in vocab]
     field_dims = [len(v) + 1 for v in vocab]
-    for start, rows in _lines(path, chunk_rows, fmt, max_rows):
-        table = np.asarray(rows, dtype=object)
-        labels = _parse_numbers(table[:, [fmt.label]], "label", path, start, [fmt.label])[:, 0]
-        if np.isnan(labels).any() or not np.isin(labels, (0.0, 1.0)).all():
-            r = int(np.nonzero(np.isnan(labels) | ~np.isin(labels, (0.0, 1.0)))[0][0])
-            raise DatasetError(f"{path}, line {start + r}: label {rows[r][fmt.label]!r} is not 0 or 1")
+    for numbers, rows in _lines(path, chunk_rows, fmt, max_rows):
+        frame = _frame(rows, delimiter)
+        labels = _parse_numbers(frame, [fmt.label], "label", path, numbers)[:, 0]
+        wrong = np.isnan(labels) | ~np.isin(labels, (0.0, 1.0))
+        if wrong.any():
+            r = int(np.nonzero(wrong)[0][0])
+            raise DatasetError(f"{path}, line {numbers[r]}: label {frame[fmt.label].iloc[r]!r} is not 0 or 1")
         if fmt.dense:
-            dense = transform_dense(_parse_numbers(table[:, list(fmt.dense)], "dense", path, start, fmt.dense))
+            dense = transform_dense(_parse_numbers(frame, fmt.dense, "dense", path, numbers))
         else:
             dense = np.zeros((len(rows), 0), dtype=np.float32)
         sparse = np.empty((len(rows), len(fmt.sparse)), dtype=np.int64)
-        for f, col in enumerate(_categorical_columns(rows, fmt)):
+        for f, col in enumerate(_categorical_columns(frame, fmt)):
             sparse[:, f] = indexes[f].get_indexer(col) + 1  # -1 (unseen) -> 0 (unknown bucket)
         yield CTRData(dense, sparse, labels, field_dims, field_names, dense_names)
 

@@ -160,3 +160,20 @@ def test_missing_root_and_bad_ids(tmp_path):
         CTRData(np.zeros((2, 0)), np.array([[0], [-1]]), np.zeros(2), [5], ["f"])
     with pytest.raises(ConfigError):
         make_synthetic_ctr(10, [1])
+
+
+def test_movielens_downloads_when_absent(data_path, tmp_path, monkeypatch):
+    import zipfile
+
+    import sgl.datasets.ctr as ctr
+
+    archive = tmp_path / "ml-100k.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for name in ("u.data", "u.user", "u.item"):
+            zf.write(data_path("ml-100k", name), f"ml-100k/{name}")
+    monkeypatch.setattr(ctr, "_ML100K_URL", archive.as_uri())
+    root = tmp_path / "data"
+    data = load_movielens_100k(root)
+    assert len(data) == 100_000 and (root / "ml-100k" / "raw" / "u.data").is_file()
+    with pytest.raises(DatasetError, match="not found"):
+        load_movielens_100k(tmp_path / "elsewhere", download=False)
