@@ -32,13 +32,15 @@ def _run(kind, ratio, data, seed=0, **options):
     return train_ctr(model, train, val, test, CTRTrainConfig(epochs=1, batch_size=256, lr=3e-3, progress=False), seed)
 
 
-def test_cafe_keeps_the_frequent_ids_apart_at_high_compression():
+def test_cafe_at_50x_matches_a_shared_hash_table_and_beats_per_field_hashing():
     data = make_synthetic_ctr(30_000, [3000] * 4, num_dense=0, seed=0).split((0.8, 0.1, 0.1), seed=0)
     hashed = _run("hash", 50, data)
+    per_field = _run("hash-field", 50, data, field_dims=data[0].field_dims)
     cafe = _run("cafe", 50, data, threshold=5.0)
-    assert cafe["embedding_bytes"] == hashed["embedding_bytes"]
+    assert cafe["embedding_bytes"] == hashed["embedding_bytes"] == per_field["embedding_bytes"]
     assert cafe["test_auc"] > 0.6 and hashed["test_auc"] > 0.55
     assert cafe["test_auc"] >= hashed["test_auc"] - 0.005
+    assert cafe["test_auc"] > per_field["test_auc"] + 0.01
 
 
 def test_movielens_trains_above_chance(data_path):
