@@ -232,11 +232,9 @@ class OutOfCoreTrainer:
         neighbor_bytes = int(room * cfg.neighbor_cache_fraction) if cfg.method != "lru" else 0
         self.emb_cache: Optional[HistoricalEmbeddingCache] = None
         if cfg.method == "lru":
-            rows = LRUFeatureCache.capacity_for(room, store.num_nodes, store.num_features)
-            self.cache = LRUFeatureCache(self.features, max(0, rows - 1 - store.num_nodes // (store.num_features)))
-            # last_used adds 8 B per slot: re-fit so values + maps stay within `room`
-            while self.cache.nbytes > room and self.cache.capacity > 0:
-                self.cache = LRUFeatureCache(self.features, int(self.cache.capacity * 0.98))
+            # per slot: the float32 row, node id (8 B) and last-use time (8 B); per node: a 4 B slot map
+            rows = max(0, (room - 4 * store.num_nodes) // (4 * store.num_features + 16))
+            self.cache = LRUFeatureCache(self.features, rows)
         elif cfg.method == "ginex":
             self._neighbor_cache(store.degree().astype(np.float64), neighbor_bytes)
             self._ginex_room = room - neighbor_bytes
@@ -385,9 +383,8 @@ class OutOfCoreTrainer:
     def _size_belady(self, trace: Sequence[np.ndarray]) -> None:
         """Give Belady's values the room its next-use plan leaves (the plan counts against the budget)."""
         plan = sum(t.size for t in trace) * 8
-        rows = BeladyFeatureCache.capacity_for(self._ginex_room - plan, self.store.num_nodes,
-                                               self.store.num_features)
-        rows = max(0, rows - (8 * rows) // (4 * self.store.num_features + 8) - 1)  # next_of: 8 B per slot
+        # per slot: the float32 row, node id (8 B) and next use (8 B); per node: a 4 B slot map
+        rows = max(0, (self._ginex_room - plan - 4 * self.store.num_nodes) // (4 * self.store.num_features + 16))
         self.cache = BeladyFeatureCache(self.features, rows)
         self.budget.register("feature_cache", self.cache)
 

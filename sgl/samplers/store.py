@@ -322,7 +322,7 @@ class ResidentRows:
 
     @property
     def nbytes(self) -> int:
-        return int(self.values.nbytes + self.ptr.nbytes + self.nodes.nbytes)
+        return int(self.values.nbytes + self.ptr.nbytes + self.nodes.nbytes + self.slot.nbytes)
 
 
 class DiskAdjacency:
