@@ -88,3 +88,16 @@ def test_cli_bad_input_is_one_error_line(argv, message, capsys):
                  "--dataset-option", "num_rows=200", "--dataset-option", "ids_per_field=100", *argv])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error:") and message in err and "Traceback" not in err
+
+
+def test_cli_reproduces_a_run_from_its_record(tmp_path, capsys):
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    common = ["train", "--task", "ctr", "--no-progress"]
+    assert main(common + ["--model", "wdl", "--seeds", "1", "--epochs", "1", "--hidden", "8",
+                          "--ctr-embedding", "qr", "--ctr-compression", "5", "--ctr-embed-dim", "4",
+                          "--dataset-option", "num_rows=1500", "--dataset-option", "ids_per_field=200",
+                          "--out", str(first)]) == 0
+    assert main(common + ["--config", str(first), "--out", str(second)]) == 0
+    a, b = json.loads(first.read_text()), json.loads(second.read_text())
+    assert a["config"] == b["config"]
+    assert a["test_auc"]["mean"] == pytest.approx(b["test_auc"]["mean"], abs=1e-12)
