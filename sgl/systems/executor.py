@@ -8,7 +8,9 @@ gloo processes on CPU; NCCL on GPUs runs the same code):
   replicated layers next to them get their gradients all-reduced (mean) after backward, which
   is what DDP does, so DP and ZeRO-3 layers mix as in Galvatron's layer-wise plans;
 * ``tp > 1`` -> DTensor tensor parallelism (Megatron layout: q/k/v and the MLP's first
-  matrices column-wise, the output projections row-wise) on a 1-D device mesh;
+  matrices column-wise, the output projections row-wise) on the ``tp`` dimension of a
+  (dp, tp) device mesh -- consecutive or strided TP groups as ``tp_consec`` says -- with
+  gradients averaged over the ``dp`` dimension when ``dp > 1``;
 * ``pp > 1`` -> a hand-written 1F1B pipeline: stage ``k`` holds its ``pp_division`` layers,
   activations go forward and gradients back with :func:`sgl.comm.send` / :func:`sgl.comm.recv`;
 * ``ckpt`` -> :func:`torch.utils.checkpoint.checkpoint` around that layer.
@@ -228,8 +230,15 @@ def _check_plan(plan: Plan, world: int, cfg: ExecConfig) -> None:
     if plan.pp > 1 and (plan.pp != world or tps != {1}):
         raise PlanError("the executor runs pipeline plans with pp = world size and tp = 1 "
                         f"(got pp={plan.pp}, tp={sorted(tps)} on {world} processes)")
-    if len(tps) > 1 or (tps != {1} and tps != {world}):
-        raise PlanError(f"the executor runs one TP degree, 1 or the world size {world}, for all layers; got {sorted(tps)}")
+    if len(tps) > 1 or world % next(iter(tps)):
+        raise PlanError(f"the executor runs one TP degree dividing the world size {world} for all layers; "
+                        f"got {sorted(tps)}")
+    if tps != {1}:
+        if any(s.sdp for s in plan.strategies) or plan.embed_sdp:
+            raise PlanError("the executor does not combine ZeRO-3 with tensor parallelism yet; "
+                            "use dp_types_enc=0 on TP layers")
+        if len({s.tp_consec for s in plan.strategies}) > 1:
+            raise PlanError("the executor needs the same tp_consecutive_flags on every layer")
     for s in plan.strategies:
         if s.sp:
             raise PlanError("the executor does not run Ulysses sequence parallelism (use_sp=1) yet")
@@ -254,22 +263,33 @@ def plan_worker(rank: int, world: int, plan_json: Dict[str, Any], cfg_dict: Dict
     if plan.pp > 1:
         return _run_pipeline(rank, world, plan, cfg, model, device)
     tp = plan.strategies[0].tp
+    dp = world // tp
     ddp_model: nn.Module = model
     manual_sync: List[nn.Parameter] = []
+    dp_group = None
     if tp > 1:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-        mesh = init_device_mesh(device.type, (world,))
+        # Consecutive TP groups: ranks r*tp .. r*tp+tp-1 (intra-node); strided: every dp-th rank.
+        if plan.strategies[0].tp_consec:
+            mesh = init_device_mesh(device.type, (dp, tp), mesh_dim_names=("dp", "tp"))
+        else:
+            mesh = init_device_mesh(device.type, (tp, dp), mesh_dim_names=("tp", "dp"))
         layout = {"q": ColwiseParallel(), "k": ColwiseParallel(), "v": ColwiseParallel(), "o": RowwiseParallel(),
                   "w1": ColwiseParallel(), "w2": RowwiseParallel()}
         if model.blocks[0].w3 is not None:
             layout["w3"] = ColwiseParallel()
         for block in model.blocks:
-            parallelize_module(block, mesh, layout)
-        # Embedding, norms and head are replicated and see the same batch on every rank.
-        local_tokens = lambda tokens: tokens  # noqa: E731
+            parallelize_module(block, mesh["tp"], layout)
+        dp_rank = mesh.get_local_rank("dp")
+        if dp > 1:
+            # DP across TP groups: every gradient (local shards of TP weights, replicated
+            # norms/embedding/head) is averaged over the DP group, as DDP would.
+            dp_group = mesh["dp"].get_group()
+            manual_sync = list(model.parameters())
     else:
+        dp_rank = rank
         sharded = [s.sdp for s in plan.strategies]
         if not any(sharded) and not plan.embed_sdp:
             from torch.nn.parallel import DistributedDataParallel
@@ -285,8 +305,8 @@ def plan_worker(rank: int, world: int, plan_json: Dict[str, Any], cfg_dict: Dict
                 fully_shard(model)
             owned = {id(p) for block, sdp in zip(model.blocks, sharded) if sdp for p in block.parameters()}
             manual_sync = [p for p in model.parameters() if id(p) not in owned and not plan.embed_sdp]
-        per_rank = plan.global_bsz // world
-        local_tokens = lambda tokens: tokens[rank * per_rank:(rank + 1) * per_rank]  # noqa: E731
+    per_rank = plan.global_bsz // dp
+    local_tokens = lambda tokens: tokens[dp_rank * per_rank:(dp_rank + 1) * per_rank]  # noqa: E731
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     counter = _SavedBytes(list(model.parameters()))
     losses, times = [], []
@@ -306,10 +326,11 @@ def plan_worker(rank: int, world: int, plan_json: Dict[str, Any], cfg_dict: Dict
             total += float(loss.detach())
         for p in manual_sync:
             if p.grad is not None:
-                comm.all_reduce(p.grad, op="mean")
+                comm.all_reduce(_local(p.grad), op="mean", group=dp_group)
         opt.step()
         times.append(time.perf_counter() - started)
-        losses.append(float(comm.all_reduce(torch.tensor([total], device=device), op="mean")) if tp == 1 else total)
+        # Every rank of a TP group holds the same loss, so the world mean is the DP mean.
+        losses.append(float(comm.all_reduce(torch.tensor([total], device=device), op="mean")))
     return _report(losses, times, list(model.parameters()), opt, counter)
 
 
