@@ -12,7 +12,7 @@ Parts (b) and (c) — HET cache traffic and HET-GMP partitioning — are separat
 registered in ``PARTS``.
 
     python benchmarks/bench_embeddings.py --parts a --rows 1000000 --seeds 3
-    python benchmarks/bench_embeddings.py --parts a --rows 200000 --seeds 1 --quick
+    python benchmarks/bench_embeddings.py --parts a --rows 1000000 --seeds 3 --jobs 15   # 15 processes
 """
 from __future__ import annotations
 
