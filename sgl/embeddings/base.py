@@ -17,7 +17,7 @@ from torch import nn
 
 from sgl.errors import EmbeddingError
 
-__all__ = ["EmbeddingBackend", "check_ratio", "budget_bytes", "FLOAT_BYTES"]
+__all__ = ["EmbeddingBackend", "check_ratio", "budget_bytes", "copy_rows", "FLOAT_BYTES"]
 
 #: bytes of one float32 parameter
 FLOAT_BYTES = 4
@@ -91,14 +91,21 @@ class EmbeddingBackend(nn.Module):
         return f"num_embeddings={self.num_embeddings}, dim={self.dim}, bytes={self.memory_bytes():,}"
 
 
-def reset_rows(optimizer: Optional[torch.optim.Optimizer], param: torch.Tensor, rows: torch.Tensor) -> None:
-    """Zero the gradient and per-row optimizer state (Adam moments, ...) of ``param[rows]``:
-    a row handed to a new feature must not carry the previous owner's history."""
-    if rows.numel() == 0:
+def copy_rows(optimizer: Optional[torch.optim.Optimizer], source: torch.Tensor, source_rows: torch.Tensor,
+              target: torch.Tensor, target_rows: torch.Tensor) -> None:
+    """``target[target_rows] = source[source_rows]`` together with their per-row optimizer state
+    (Adam moments, ...), and zero the target rows' gradient: a migrated feature continues its
+    training where it was instead of restarting its optimizer history (with Adam's shared step
+    count, zeroed moments would make the first steps of the new row ~3x larger than usual)."""
+    if target_rows.numel() == 0:
         return
-    if param.grad is not None:
-        param.grad[rows] = 0
-    if optimizer is not None:
-        for value in optimizer.state.get(param, {}).values():
-            if isinstance(value, torch.Tensor) and value.shape == param.shape:
-                value[rows] = 0
+    with torch.no_grad():
+        target[target_rows] = source[source_rows]
+        if target.grad is not None:
+            target.grad[target_rows] = 0
+        if optimizer is not None:
+            source_state = optimizer.state.get(source, {})
+            for name, value in optimizer.state.get(target, {}).items():
+                if isinstance(value, torch.Tensor) and value.shape == target.shape:
+                    origin = source_state.get(name)
+                    value[target_rows] = origin[source_rows] if isinstance(origin, torch.Tensor) else 0

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from sgl.embeddings.base import FLOAT_BYTES, EmbeddingBackend, budget_bytes, check_size, reset_rows
+from sgl.embeddings.base import FLOAT_BYTES, EmbeddingBackend, budget_bytes, check_size, copy_rows
 from sgl.embeddings.hotsketch import BUCKET_BYTES, HotSketch
 from sgl.embeddings.hotsketch_plus import HotSketchPlus
 from sgl.embeddings.tables import _check_hashable, hash_ids
@@ -199,16 +199,15 @@ class _SketchEmbedding(EmbeddingBackend):
 
     @torch.no_grad()
     def _migrate(self, keys: np.ndarray, hot_ids: np.ndarray, optimizer) -> None:
-        """Copy each newly hot feature's current (hash [+ medium]) vector into its hot row."""
+        """Copy each newly hot feature's hash row (and its optimizer state) into its hot row;
+        a medium feature's medium row is added to the copied vector."""
         if keys.size == 0:
             return
         keys_t = torch.from_numpy(keys.astype(np.int64)).to(self.hash_weight.device)
         rows = torch.from_numpy(hot_ids.astype(np.int64)).to(self.hot_weight.device)
-        value = self.hash_weight[hash_ids(keys_t, self.hash_rows, self.seed)]
+        copy_rows(optimizer, self.hash_weight, hash_ids(keys_t, self.hash_rows, self.seed), self.hot_weight, rows)
         if self.medium_weight is not None:
-            value = value + self.medium_weight[hash_ids(keys_t, self.medium_rows, self.seed + 1)]
-        self.hot_weight[rows] = value
-        reset_rows(optimizer, self.hot_weight, rows)
+            self.hot_weight[rows] += self.medium_weight[hash_ids(keys_t, self.medium_rows, self.seed + 1)]
 
     def hot_fraction(self) -> float:
         """Fraction of the hot rows currently assigned."""

@@ -223,3 +223,21 @@ def test_cafe_plus_medium_features_add_a_second_row():
     assert hot.tolist() == [-1, -1] and medium.tolist() == [True, False]
     expected = emb.hash_weight[hash_ids(torch.tensor(5), 5)] + emb.medium_weight[hash_ids(torch.tensor(5), 3, 1)]
     assert torch.allclose(emb(torch.tensor([[5]]))[0, 0], expected)
+
+
+def test_migration_carries_the_hash_rows_optimizer_state():
+    emb = CAFEEmbedding(1_000, 4, num_hot=4, hash_rows=3, threshold=1.5, use_frequency=True)
+    optimizer = torch.optim.Adam(emb.parameters(), lr=0.01)
+    ids = torch.tensor([[11]])
+    for _ in range(2):  # first step: 11 is cold (count 1); second: promoted after backward
+        optimizer.zero_grad()
+        emb(ids).sum().backward()
+        emb.after_backward(optimizer)
+        optimizer.step() if _ == 0 else None
+    hot_id = int(emb.sketch.query(np.array([11]))[0][0])
+    row = int(hash_ids(torch.tensor(11), 3))
+    state_hot, state_hash = optimizer.state[emb.hot_weight], optimizer.state[emb.hash_weight]
+    assert hot_id >= 0
+    assert torch.equal(state_hot["exp_avg"][hot_id], state_hash["exp_avg"][row])
+    assert torch.equal(state_hot["exp_avg_sq"][hot_id], state_hash["exp_avg_sq"][row])
+    assert state_hash["exp_avg_sq"][row].abs().sum() > 0
