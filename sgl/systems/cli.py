@@ -56,6 +56,8 @@ def register(subparsers) -> None:
     s.add_argument("--no-ckpt", action="store_true", help="disable activation checkpointing")
     s.add_argument("--sp-space", default="tp", choices=("tp", "tp+sp"), help="tp+sp adds Ulysses SP")
     s.add_argument("--granularity", type=float, default=16.0, help="DP memory unit in MB")
+    s.add_argument("--reserve", type=float, default=0.0,
+                   help="fraction of the budget kept free (Galvatron keeps 0.2 above 20 GB)")
     s.add_argument("--partition", default="exact", help="exact | bmw | even | memory")
     s.add_argument("--mode", default="galvatron", choices=("galvatron", "osdp"))
     s.add_argument("--pipeline-type", default="pipedream_flush", choices=("pipedream_flush", "gpipe"))
@@ -107,6 +109,7 @@ def _search(args) -> int:
         max_tp=args.max_tp, max_pp=args.max_pp, ckpt=not args.no_ckpt, sp_space=args.sp_space,
         granularity_mb=args.granularity, partition=args.partition, mode=args.mode,
         pipeline_type=args.pipeline_type, default_dp_type=args.default_dp_type, profile_dir=args.profile,
+        reserve_fraction=args.reserve,
     )
     searcher = PlanSearcher(config)
     result = searcher.search()

@@ -184,3 +184,15 @@ def test_tp_baseline_impossible_for_head_count():
     searcher = PlanSearcher(SearchConfig(model="llama-13b", num_nodes=2, devices_per_node=8, memory_gb=40, **FAST))
     with pytest.raises(PlanError, match="num_heads=40"):
         searcher.search(baseline="tp")
+
+
+def test_reserve_fraction_scales_the_budget():
+    plain = PlanSearcher(SearchConfig(model="llama-7b", memory_gb=40, **FAST))
+    reserved = PlanSearcher(SearchConfig(model="llama-7b", memory_gb=50, reserve_fraction=0.2, **FAST))
+    assert reserved.search().plan.throughput == pytest.approx(plain.search().plan.throughput)
+    with pytest.raises(PlanError, match=r"smallest feasible budget is (\d+\.\d+)") as info:
+        reserved.search(10)
+    smallest = float(info.value.args[0].rsplit("is ", 1)[1].split(" GB")[0])
+    assert reserved.search(smallest).plan.throughput > 0
+    with pytest.raises(PlanError, match="reserve_fraction"):
+        PlanSearcher(SearchConfig(reserve_fraction=1.0))

@@ -72,6 +72,7 @@ class SearchConfig:
     default_dp_type: str = "ddp"
     bct_fct_coe: float = 2.0
     bytes_per_value: int = 2             # 2: bf16 activations/gradients (GPU); 4: fp32 (CPU runs)
+    reserve_fraction: float = 0.0        # budget share kept free (allocator cache, fragmentation)
     profile_dir: Optional[str] = None
 
     def validate(self) -> None:
@@ -85,6 +86,8 @@ class SearchConfig:
             raise PlanError(f"sp_space must be 'tp' or 'tp+sp', got {self.sp_space!r}")
         if not (isinstance(self.memory_gb, (int, float)) and self.memory_gb > 0):
             raise PlanError(f"memory budget must be a positive number of GB, got {self.memory_gb!r}")
+        if not 0.0 <= self.reserve_fraction < 1.0:
+            raise PlanError(f"reserve_fraction must be in [0, 1), got {self.reserve_fraction!r}")
         if not self.granularity_mb > 0:
             raise PlanError(f"granularity_mb must be > 0, got {self.granularity_mb!r}")
         if not self.batch_sizes or any(not isinstance(b, int) or b < 1 for b in self.batch_sizes):
@@ -180,7 +183,8 @@ class PlanSearcher:
         return np.ceil(np.asarray(mb) / self.config.granularity_mb - 1e-9).astype(np.int64)
 
     def _budget_units(self, memory_gb: float) -> int:
-        return int(math.floor(memory_gb * 1024.0 / self.config.granularity_mb + 1e-9))
+        usable = memory_gb * (1.0 - self.config.reserve_fraction)
+        return int(math.floor(usable * 1024.0 / self.config.granularity_mb + 1e-9))
 
     def _prepare(self, task: _Task, strategies: List[Strategy]):
         """Arrays shared by all stages of a task, or None when no strategy fits the batch."""
@@ -400,7 +404,7 @@ class PlanSearcher:
             raise PlanError(
                 f"memory budget {memory_gb:g} GB per device is infeasible for {self.model.name} on "
                 f"{self.cluster.num_nodes}x{self.cluster.devices_per_node} devices ({what}); the smallest feasible "
-                f"budget is {math.ceil(smallest / 1024.0 * 100) / 100:.2f} GB"
+                f"budget is {math.ceil(smallest / 1024.0 / (1.0 - self.config.reserve_fraction) * 100) / 100:.2f} GB"
             )
         label = baseline or ("osdp" if self.config.mode == "osdp" else self.config.space)
         plan = self._build_plan(best, best[-1], memory_gb, uniform=filt is not None, label=label)
