@@ -8,7 +8,6 @@ A PyG-style library for graph and recommendation learning at scale::
     34
 """
 from sgl import errors
-from sgl.data import Graph
 
 __version__ = "0.1.0"
 
@@ -19,7 +18,13 @@ def __getattr__(name):
     # Subpackages load on first use so `import sgl` stays light (no scipy/tqdm at import).
     import importlib
 
-    if name in ("datasets", "ops", "data", "models", "tasks", "comm", "device", "cli", "fileio"):
+    if name == "Graph":  # lazy too: `import sgl.systems` must not load graph code (DESIGN.md layering)
+        from sgl.data import Graph
+
+        globals()["Graph"] = Graph
+        return Graph
+    if name in ("datasets", "ops", "data", "models", "tasks", "comm", "device", "cli", "fileio", "search",
+                "samplers", "embeddings", "systems"):
         module = importlib.import_module(f"sgl.{name}")
         globals()[name] = module
         return module

@@ -68,3 +68,13 @@ def test_datasets_and_models_listings(capsys):
 def test_console_script_entry_point():
     out = subprocess.run([sys.executable, "-m", "sgl.cli", "--version"], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("sgl ")
+
+
+def test_systems_import_loads_no_graph_code():
+    import subprocess
+    import sys
+
+    code = "import sys, sgl.systems; print(any(m.startswith(('sgl.data', 'sgl.ops', 'sgl.models')) for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
