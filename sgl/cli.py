@@ -207,9 +207,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise ConfigError(f"bad training option: {exc}") from exc
     tasks = {name.lower(): task for name, _, task in sgl.datasets.list_datasets()}
     task = tasks.get(str(config["dataset"]).lower().replace("_", "-"), "node")
-    if task != "node" or str(config["dataset"]).lower().startswith("tu:"):
-        raise ConfigError(f"dataset {config['dataset']!r} is a graph-classification dataset; "
-                          f"`sgl train` runs node classification")
+    if str(config["dataset"]).lower().startswith("tu:"):
+        task = "graph"
+    if task != "node":
+        kind = {"graph": "graph-classification", "ctr": "CTR (click-through-rate)"}.get(task, task)
+        raise ConfigError(f"dataset {config['dataset']!r} is a {kind} dataset; `sgl train` runs node "
+                          f"classification unless you pass --task {task}")
     graph = sgl.datasets.load(config["dataset"], root=config["root"], **config["dataset_options"])
     print(f"dataset: {config['dataset']} ({graph.num_nodes:,} nodes, {graph.num_edges:,} edges, "
           f"{graph.num_features} features, {graph.num_classes} classes, split {'/'.join(map(str, graph.split_sizes()))})")
@@ -257,10 +260,14 @@ def cmd_datasets(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from sgl.models import MODELS
+    from sgl.models import CTR_MODELS, MODELS
 
+    print("graph models (sgl train --model NAME):")
     for name, (_, _, description) in sorted(MODELS.items()):
-        print(f"{name:<8} {description}")
+        print(f"  {name:<9} {description}")
+    print("CTR models (sgl train --task ctr --model NAME):")
+    for name, entry in sorted(CTR_MODELS.items()):
+        print(f"  {name:<9} {entry[-1]}")
     return 0
 
 
