@@ -36,10 +36,16 @@ from sgl.samplers import StoreWriter, open_store, write_store  # noqa: E402
 from sgl.samplers.outofcore import OutOfCoreConfig, OutOfCoreTrainer  # noqa: E402
 
 METHODS = ("lru", "ginex", "outre")
+#: ablation rows: OUTRE's partition batches and neighbour cache without the embedding cache
+VARIANTS = {"outre-noemb": {"method": "outre", "embedding_cache": False}}
+
+
+def _method(name: str) -> dict:
+    return VARIANTS.get(name, {"method": name})
 
 
 def build_synthetic(path: Path, nodes: int, features: int, degree: int, community: int, intra: float,
-                    args_signal: float = 0.1, seed: int = 0) -> Path:
+                    signal: float = 0.1, seed: int = 0) -> Path:
     if (path / "manifest.json").exists():
         return path
     rng = np.random.default_rng(seed)
@@ -76,7 +82,7 @@ def build_synthetic(path: Path, nodes: int, features: int, degree: int, communit
     train[order[:n_train]] = True
     val[order[n_train:n_train + n_val]] = True
     test[order[n_train + n_val:n_train + n_val + n_test]] = True
-    centroids = rng.normal(0.0, 1.0, size=(10, features)).astype(np.float32) * args_signal
+    centroids = rng.normal(0.0, 1.0, size=(10, features)).astype(np.float32) * signal
     with StoreWriter(path, nodes, int(a.nnz), features) as writer:
         writer.indptr[:] = a.indptr
         writer.indices[:] = a.indices
@@ -99,9 +105,9 @@ def run_synthetic(args) -> dict:
     path = build_synthetic(Path(args.workdir) / f"synthetic_{args.nodes}_{args.features}_{args.signal}", args.nodes,
                            args.features, args.degree, args.community, args.intra, args.signal)
     rows = {}
-    for method in METHODS:
+    for method in args.methods:
         store = open_store(path, verify="size")
-        cfg = OutOfCoreConfig(method=method, fanouts=args.fanouts, batch_size=args.batch_size,
+        cfg = OutOfCoreConfig(**_method(method), fanouts=args.fanouts, batch_size=args.batch_size,
                               memory_budget=args.budget, hidden=args.hidden, seed=0, staleness=args.staleness)
         t0 = time.perf_counter()
         trainer = OutOfCoreTrainer(store, cfg)
@@ -115,7 +121,7 @@ def run_synthetic(args) -> dict:
                         "peak_budget_bytes": last["peak_budget_bytes"], "by_kind": last["by_kind"],
                         "all_epochs_bytes": [e["bytes_read"] for e in epochs],
                         "prep": {k: v for k, v in trainer.prep.items() if not isinstance(v, (list, dict))}}
-        print(f"  {method:6s} bytes/epoch {last['bytes_read'] / 2**20:9.1f} MiB  requests {last['requests']:>9,}  "
+        print(f"  {method:11s} bytes/epoch {last['bytes_read'] / 2**20:9.1f} MiB  requests {last['requests']:>9,}  "
               f"epoch {last['time_s']:6.1f} s  test acc {100 * acc:5.1f}  hit rate {last['feature_hit_rate']:.2f}  "
               f"peak budget use {last['peak_budget_bytes'] / 2**20:.0f} MiB  (prep {prep_time:.1f} s)", flush=True)
     return rows
@@ -130,26 +136,25 @@ def run_cora(args) -> dict:
         write_store(graph, path)
     rows = {}
     full = [int(graph.degree().max())] * len(args.fanouts)
-    for method in METHODS:
+    runs = []
+    for method in args.methods:
+        sweep = _method(method) == {"method": "outre"} and len(args.cora_staleness) > 1
+        staleness = args.cora_staleness if sweep else [args.cora_staleness[-1]]
+        runs.extend((f"{method}(s={s})" if sweep else method, method, s) for s in staleness)
+    for name, method, staleness in runs:
         accs, bytes_ = [], []
         for seed in range(args.cora_seeds):
             store = open_store(path)
-            cfg = OutOfCoreConfig(method=method, fanouts=args.fanouts, batch_size=args.cora_batch_size,
-                                  memory_budget=args.cora_budget, hidden=64, seed=seed,
-                                  staleness=args.cora_staleness,
-                                  group_size=args.cora_group_size)
-            trainer = OutOfCoreTrainer(store, cfg)
-            best_val, test_at_best, total = -1.0, 0.0, 0
-            for _ in range(args.cora_epochs):
-                total += trainer.train_epoch()["bytes_read"]
-                val = trainer.evaluate("val", fanouts=full)
-                if val > best_val:
-                    best_val, test_at_best = val, trainer.evaluate("test", fanouts=full)
-            accs.append(test_at_best)
-            bytes_.append(total / args.cora_epochs)
-        rows[method] = {"test_acc_mean": float(np.mean(accs)), "test_acc_std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0,
-                        "test_accs": accs, "bytes_per_epoch": float(np.mean(bytes_))}
-        print(f"  {method:6s} test acc {100 * np.mean(accs):5.1f} ± {100 * rows[method]['test_acc_std']:.1f} "
+            cfg = OutOfCoreConfig(**_method(method), fanouts=args.fanouts, batch_size=args.cora_batch_size,
+                                  memory_budget=args.cora_budget, hidden=64, seed=seed, staleness=staleness,
+                                  group_size=args.cora_group_size, epochs=args.cora_epochs)
+            record = OutOfCoreTrainer(store, cfg).fit(eval_fanouts=full)  # exact (all-neighbour) evaluation
+            accs.append(record["test_acc"])
+            bytes_.append(record["bytes_per_epoch"])
+        rows[name] = {"test_acc_mean": float(np.mean(accs)),
+                      "test_acc_std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0,
+                      "test_accs": accs, "bytes_per_epoch": float(np.mean(bytes_)), "staleness": staleness}
+        print(f"  {name:15s} test acc {100 * np.mean(accs):5.1f} ± {100 * rows[name]['test_acc_std']:.1f} "
               f"({len(accs)} seeds)  bytes/epoch {np.mean(bytes_) / 2**20:7.2f} MiB", flush=True)
     return rows
 
@@ -178,12 +183,17 @@ def main() -> None:
     parser.add_argument("--cora-seeds", type=int, default=5)
     # OUTRE's default bound (100 iterations) is ~8% of a papers100M epoch (~1,200 batches); Cora
     # has ~9 batches per epoch, so a bound of the same epoch fraction is below one iteration
-    parser.add_argument("--cora-staleness", type=int, default=2)
+    parser.add_argument("--cora-staleness", default="2,5,20,100",
+                        help="OUTRE staleness bounds to run on Cora (comma-separated)")
     parser.add_argument("--skip-synthetic", action="store_true")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--methods", default=",".join(METHODS),
+                        help="subset of lru,ginex,outre and the ablation outre-noemb")
     parser.add_argument("--json", help="write all figures here")
     args = parser.parse_args()
     args.fanouts = [int(f) for f in args.fanouts.split(",")]
+    args.methods = [m for m in args.methods.split(",") if m]
+    args.cora_staleness = [int(v) for v in str(args.cora_staleness).split(",") if v]
     torch.set_num_threads(args.threads)
     if args.cora_root is None:
         shared = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "planetoid"
@@ -195,19 +205,24 @@ def main() -> None:
               f"(figures from the last epoch)", flush=True)
         syn = run_synthetic(args)
         out["synthetic"] = syn
-        g = syn["ginex"]["bytes_per_epoch"]
-        for method in ("lru", "outre"):
+        g = syn["ginex"]["bytes_per_epoch"] if "ginex" in syn else float("nan")
+        for method in [m for m in syn if m != "ginex"]:
             ratio = syn[method]["bytes_per_epoch"] / g
             print(f"  bytes {method} / ginex = {ratio:.3f}  ({100 * abs(1 - ratio):.1f}% "
                   f"{'fewer' if ratio < 1 else 'more'} than ginex)")
-        print(f"  time outre / ginex = {syn['outre']['epoch_time_s'] / syn['ginex']['epoch_time_s']:.2f}")
+        if "outre" in syn and "ginex" in syn:
+            print(f"  time outre / ginex = {syn['outre']['epoch_time_s'] / syn['ginex']['epoch_time_s']:.2f}")
     if args.cora_root and args.cora_seeds > 0:
-        print(f"cora on disk: budget {args.cora_budget}, batch {args.cora_batch_size}, {args.cora_epochs} epochs, "
-              f"{args.cora_seeds} seeds", flush=True)
+        print(f"cora on disk: budget {args.cora_budget}, batch {args.cora_batch_size}, {args.cora_epochs} epochs "
+              f"(validation-selected), {args.cora_seeds} seeds, OUTRE staleness {args.cora_staleness}", flush=True)
         cora = run_cora(args)
         out["cora"] = cora
-        print(f"  accuracy outre - ginex = {100 * (cora['outre']['test_acc_mean'] - cora['ginex']['test_acc_mean']):+.1f} "
-              f"points; bytes outre / ginex = {cora['outre']['bytes_per_epoch'] / cora['ginex']['bytes_per_epoch']:.3f}")
+        if "ginex" in cora:
+            for name, row in cora.items():
+                if name.startswith("outre"):
+                    print(f"  {name}: accuracy - ginex = "
+                          f"{100 * (row['test_acc_mean'] - cora['ginex']['test_acc_mean']):+.1f} points; bytes / ginex "
+                          f"= {row['bytes_per_epoch'] / cora['ginex']['bytes_per_epoch']:.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2, default=str))
 

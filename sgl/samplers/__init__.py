@@ -3,18 +3,28 @@
 In-memory samplers (:class:`NeighborSampler`, GraphSAINT, Cluster-GCN) and their loaders,
 disk-backed graph/feature stores with an I/O-counting layer, and OUTRE's de-redundancy
 (partition-based batches, historical embeddings, automatic cache space management) with
-the LRU and Ginex-like baselines.
+the LRU and Ginex-like baselines (:mod:`sgl.samplers.outofcore`).
 """
 from sgl.samplers.block import Block, MiniBatch
-from sgl.samplers.loader import NodeLoader
+from sgl.samplers.caches import (BeladyFeatureCache, HistoricalEmbeddingCache, LRUFeatureCache, MemoryBudget,
+                                 StaticFeatureCache, parse_bytes)
 from sgl.samplers.io import IOCounter
+from sgl.samplers.loader import NodeLoader
+from sgl.samplers.models import SampledGNN
+from sgl.samplers.neighbor import CSRAdjacency, NeighborSampler, check_fanouts, sample_neighbors
+from sgl.samplers.outofcore import OutOfCoreConfig, OutOfCoreTrainer
+from sgl.samplers.partition import cross_partition_degree, fennel_partition, fennel_two_level
 from sgl.samplers.store import (DiskAdjacency, FeatureStore, GraphStore, ResidentRows, StoreWriter, open_store,
                                 write_store)
 from sgl.samplers.subgraph import ClusterGCNSampler, GraphSAINTSampler, SubgraphLoader
-from sgl.samplers.models import SampledGNN
-from sgl.samplers.neighbor import CSRAdjacency, NeighborSampler, check_fanouts, sample_neighbors
 
-__all__ = ["Block", "MiniBatch", "CSRAdjacency", "NeighborSampler", "check_fanouts", "sample_neighbors",
-           "NodeLoader", "SampledGNN",
-           "IOCounter", "DiskAdjacency", "FeatureStore", "GraphStore", "ResidentRows", "StoreWriter", "open_store",
-           "write_store", "GraphSAINTSampler", "ClusterGCNSampler", "SubgraphLoader"]
+__all__ = [
+    "Block", "MiniBatch", "NodeLoader", "SampledGNN",
+    "CSRAdjacency", "NeighborSampler", "check_fanouts", "sample_neighbors",
+    "GraphSAINTSampler", "ClusterGCNSampler", "SubgraphLoader",
+    "IOCounter", "GraphStore", "FeatureStore", "DiskAdjacency", "ResidentRows", "StoreWriter", "open_store",
+    "write_store",
+    "MemoryBudget", "parse_bytes", "LRUFeatureCache", "StaticFeatureCache", "BeladyFeatureCache",
+    "HistoricalEmbeddingCache",
+    "OutOfCoreConfig", "OutOfCoreTrainer", "fennel_partition", "fennel_two_level", "cross_partition_degree",
+]

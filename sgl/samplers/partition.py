@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-import numba
 import numpy as np
 
 from sgl.errors import ConfigError
@@ -39,8 +38,7 @@ from sgl.errors import ConfigError
 __all__ = ["fennel_partition", "fennel_two_level", "cross_partition_degree"]
 
 
-@numba.njit(cache=True)
-def _fennel(indptr, indices, num_parts, is_train, alpha, gamma, cap, train_cap, passes):
+def _fennel_loop(indptr, indices, num_parts, is_train, alpha, gamma, cap, train_cap, passes):
     n = indptr.size - 1
     parts = np.full(n, -1, dtype=np.int64)
     size = np.zeros(num_parts, dtype=np.int64)
@@ -95,6 +93,19 @@ def _fennel(indptr, indices, num_parts, is_train, alpha, gamma, cap, train_cap, 
             if train_v:
                 tsize[best] += 1
     return parts
+
+
+_COMPILED = None
+
+
+def _fennel(*args):
+    """The loop above compiled by numba on first use (importing numba costs every CLI start)."""
+    global _COMPILED
+    if _COMPILED is None:
+        import numba
+
+        _COMPILED = numba.njit(cache=True)(_fennel_loop)
+    return _COMPILED(*args)
 
 
 def _check_parts(num_parts: int, n: int) -> int:
