@@ -69,11 +69,12 @@ def edge_homophily(graph, y):
 
 def rwgsl_grid(args):
     grid = []
-    for high, low, e3, e12, rounds in itertools.product(args.highs, args.lows, args.label_exponents,
-                                                       args.feature_exponents, args.rounds):
+    for high, low, e3, e12, rounds, lp in itertools.product(args.highs, args.lows, args.label_exponents,
+                                                           args.feature_exponents, args.rounds, args.lp):
         if low <= high:
             e1, e2 = e12
-            grid.append(dict(rounds=rounds, high=high, low=low, exponents=(e1, e2, e3)))
+            grid.append(dict(rounds=rounds, high=high, low=low, exponents=(e1, e2, e3),
+                             lp_layers=int(lp[0]), lp_alpha=lp[1]))
     return grid
 
 
@@ -205,13 +206,15 @@ def part_ssl(args, out):
             options["cl_max_nodes"] = args.cl_max_nodes
         if args.epochs:
             options["epochs"] = args.epochs
+        if name in ("gcmae", "graphmae", "grace"):
+            options.update(args.encoder_options)
         config = ssl_model_config(name, **options)
         t = time.perf_counter()
         row = {**ssl_run(name, config, cora, seeds), "time_s": time.perf_counter() - t, "config": config.to_dict()}
         result[name] = row
         print(f"{name:9s} probe {fmt(row['probe_test'])} | NMI {fmt(row['nmi'])} ARI {fmt(row['ari'])} "
               f"ACC {fmt(row['acc'])} | AUC {fmt(row['auc'])} AP {fmt(row['ap'])} ({row['time_s']:.0f} s)", flush=True)
-        with open(os.path.join(out, f"ssl_cora_{'_'.join(args.models)}.json"), "w") as f:
+        with open(os.path.join(out, f"ssl_cora_{'_'.join(args.models)}{args.tag}.json"), "w") as f:
             json.dump(result, f, indent=1)
 
 
@@ -258,12 +261,17 @@ def main():
     parser.add_argument("--feature-exponents", type=lambda t: tuple(float(v) for v in t.split(",")), nargs="+",
                         default=[(0.5, 0.25), (1.0, 1.0)], help="e1,e2 pairs")
     parser.add_argument("--rounds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--lp", type=lambda t: tuple(float(v) for v in t.split(",")), nargs="+",
+                        default=[(3.0, 0.4)], help="label-propagation layers,alpha pairs")
     parser.add_argument("--ssl-grid", action="store_true", help="choose GCMAE encoder settings on validation")
     parser.add_argument("--grid-encoders", nargs="+", default=["gcn", "gat"])
     parser.add_argument("--grid-mask-rates", type=float, nargs="+", default=[0.5, 0.75])
     parser.add_argument("--grid-epochs", type=int, nargs="+", default=[300, 800])
     parser.add_argument("--selected-file", help="write (with --ssl-grid) or wait for the GCMAE grid's choice")
     parser.add_argument("--wait-selected", type=float, default=600.0)
+    parser.add_argument("--encoder-options", type=json.loads, default={},
+                        help='JSON of GCMAE/GraphMAE/GRACE config fields, e.g. {"encoder": "gat"}')
+    parser.add_argument("--tag", default="", help="suffix of the result file name")
     parser.add_argument("--shard", type=int, default=0)
     parser.add_argument("--num-shards", type=int, default=1)
     parser.add_argument("--models", nargs="+", default=["gcmae", "graphmae", "grace", "dgi", "gae"])

@@ -182,6 +182,8 @@ class GCMAEConfig:
     adj_weight: float = 0.3
     std_weight: float = 0.5
     cl_views: str = "masked"
+    #: one projection head for both views (GRACE) instead of one per view (GCMAE's code)
+    shared_projector: bool = False
     epochs: int = 300
     lr: float = 1e-3
     weight_decay: float = 2e-4
@@ -208,6 +210,8 @@ class GCMAEConfig:
             raise ConfigError("GCMAE needs at least one positive loss weight (mae/cl/adj/std)")
         if self.mae_weight > 0 and self.mask_rate == 0:
             raise ConfigError("GCMAE mae_weight > 0 needs mask_rate > 0 (nothing would be reconstructed)")
+        if not isinstance(self.shared_projector, bool):
+            raise ConfigError(f"GCMAE shared_projector must be True or False, got {self.shared_projector!r}")
         if not isinstance(self.normalize_features, bool):
             raise ConfigError(f"GCMAE normalize_features must be True or False, got {self.normalize_features!r}")
 
@@ -223,7 +227,8 @@ def graphmae_config(**overrides: Any) -> GCMAEConfig:
 def grace_config(**overrides: Any) -> GCMAEConfig:
     """GRACE-style ablation: InfoNCE between two augmented views only."""
     return GCMAEConfig(**{"mae_weight": 0.0, "cl_weight": 1.0, "adj_weight": 0.0, "std_weight": 0.0,
-                          "cl_views": "augmented", "mask_rate": 0.0, "replace_rate": 0.0, **overrides})
+                          "cl_views": "augmented", "mask_rate": 0.0, "replace_rate": 0.0,
+                          "shared_projector": True, **overrides})
 
 
 # ---------------------------------------------------------------------------- modules
@@ -387,7 +392,8 @@ class GCMAE(nn.Module):
             else:
                 first = self.encoder(_drop_feature_columns(x, cfg.drop_feature), _drop_edges(edge_index, cfg.drop_edge))
             nodes = torch.randperm(n, device=x.device)[:cfg.cl_max_nodes] if n > cfg.cl_max_nodes else slice(None)
-            out["cl"] = info_nce(self.projector(first[nodes]), self.projector2(h_aug[nodes]), cfg.tau)
+            second_head = self.projector if cfg.shared_projector else self.projector2
+            out["cl"] = info_nce(self.projector(first[nodes]), second_head(h_aug[nodes]), cfg.tau)
         h = h_masked if h_masked is not None else None
         if cfg.adj_weight > 0 or cfg.std_weight > 0:
             if h is None:
