@@ -119,6 +119,9 @@ def test_bad_configs_and_inputs():
         GCMAEConfig(mask_rate=1.0)
     with pytest.raises(ConfigError, match="at least one positive loss weight"):
         GCMAEConfig(mae_weight=0, cl_weight=0, adj_weight=0, std_weight=0)
+    with pytest.raises(ConfigError, match="shared_projector"):
+        GCMAEConfig(shared_projector="yes")
+    assert grace_config().shared_projector and not GCMAEConfig().shared_projector
     with pytest.raises(ConfigError, match="divisible"):
         GCMAEConfig(encoder="gat", hidden=10, heads=4)
     with pytest.raises(ConfigError, match="unknown option"):
