@@ -12,13 +12,14 @@ Command line::
 
 Example:
     >>> import torch
+    >>> _ = torch.manual_seed(0)
     >>> from sgl.datasets.ctr import make_synthetic_ctr
     >>> from sgl.embeddings import build_embedding
     >>> from sgl.models.ctr import build_ctr_model
     >>> train, val, test = make_synthetic_ctr(3000, [200, 50], num_dense=2, seed=0).split()
     >>> model = build_ctr_model("wdl", build_embedding("hash", 250, 8, ratio=2), 2, 8, 2, hidden=[16])
-    >>> result = train_ctr(model, train, val, test, CTRTrainConfig(epochs=2, progress=False))
-    >>> 0.5 < result["test_auc"] <= 1.0
+    >>> result = train_ctr(model, train, val, test, CTRTrainConfig(epochs=10, lr=0.01, progress=False))
+    >>> 0.6 < result["test_auc"] <= 1.0   # the planted logistic model is learnable
     True
 """
 from __future__ import annotations
