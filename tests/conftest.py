@@ -1,4 +1,4 @@
-"""Fixtures shared by the whole suite: seeding, real data via SGL_TEST_DATA, no network."""
+"""Fixtures for tests/: real data via SGL_TEST_DATA, no network (seeding and threads: ../conftest.py)."""
 import os
 import urllib.error
 import urllib.request
@@ -6,21 +6,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
-
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _one_thread():
-    """Test workloads are tiny: on a busy 2-core machine, intra-op thread hand-offs made them
-    10-40x slower than one thread (measured on the Cora GCN test: 143 s vs 12.7 s)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture(autouse=True)

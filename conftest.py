@@ -1,0 +1,19 @@
+"""Fixtures for everything pytest collects: tests/ and the docstring examples in sgl/."""
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    """Every test and doctest starts from the same random state, whatever ran before it."""
+    torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_thread():
+    """Test workloads are tiny: on a busy 2-core machine, intra-op thread hand-offs made them
+    10-40x slower than one thread (measured on the Cora GCN test: 143 s vs 12.7 s)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
