@@ -117,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", help="write the result record (config, per-seed metrics, timings) as JSON")
     train.add_argument("--no-progress", action="store_true", help="hide progress bars")
     train.add_argument("--sampler", help="mini-batch training of sage/gcn on sampled subgraphs: neighbor, "
-                                         "saint-node, saint-edge, saint-rw, cluster (see docs/samplers.md)")
+                                         "saint-node, saint-edge, saint-rw, cluster; out of core from "
+                                         "--dataset store:DIR: lru, ginex, outre (see docs/samplers.md)")
     train.add_argument("--fanouts", help="neighbours per hop, hop next to the seeds first (default 15,10)")
     train.add_argument("--memory-budget", help="byte budget for all caches of out-of-core training, e.g. 512MB")
     tasks = {"node": None, **{k: _optional_module(v) for k, v in _TASK_MODULES.items()}}
