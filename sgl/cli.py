@@ -116,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--cache-dir", help="cache propagated features here (keyed by graph, features, operator)")
     train.add_argument("--out", help="write the result record (config, per-seed metrics, timings) as JSON")
     train.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    train.add_argument("--threads", type=int, help="torch intra-op threads (1 is fastest for small graphs on a "
+                                                   "busy machine; default: torch's choice)")
     train.add_argument("--sampler", help="mini-batch training of sage/gcn on sampled subgraphs: neighbor, "
                                          "saint-node, saint-edge, saint-rw, cluster; out of core from "
                                          "--dataset store:DIR: lru, ginex, outre (see docs/samplers.md)")
@@ -188,6 +190,12 @@ def _fmt(stat: Dict[str, float], seeds: int) -> str:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ConfigError(f"--threads must be a positive integer, got {args.threads}")
+        import torch
+
+        torch.set_num_threads(args.threads)
     import sgl.datasets
     from sgl.fileio import atomic_write
     from sgl.models import build_model, default_train_config, model_config
