@@ -116,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--cache-dir", help="cache propagated features here (keyed by graph, features, operator)")
     train.add_argument("--out", help="write the result record (config, per-seed metrics, timings) as JSON")
     train.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    train.add_argument("--structure", help="learn the graph structure before training: rwgsl or knn "
+                                           "(graph structure learning, see docs/gsl_ssl.md)")
+    train.add_argument("--structure-option", action="append", metavar="KEY=VALUE",
+                       help="structure learner option, e.g. high=1.5 or exponents=[1,1,4]")
     train.add_argument("--threads", type=int, help="torch intra-op threads (1 is fastest for small graphs on a "
                                                    "busy machine; default: torch's choice)")
     train.add_argument("--sampler", help="mini-batch training of sage/gcn on sampled subgraphs: neighbor, "
@@ -148,7 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _train_config(args: argparse.Namespace) -> Dict[str, Any]:
     config: Dict[str, Any] = {"model": "sgc", "dataset": "karate", "root": None, "seeds": 10,
-                              "model_config": {}, "dataset_options": {}, "train": {}, "rlu": None}
+                              "model_config": {}, "dataset_options": {}, "train": {}, "rlu": None,
+                              "structure": None, "structure_options": {}}
     if args.config:
         loaded = _read_config(args.config)
         unknown = set(loaded) - set(config)
@@ -182,6 +187,12 @@ def _train_config(args: argparse.Namespace) -> Dict[str, Any]:
         if getattr(args, f"rlu_{key}") is not None:
             rlu[key] = getattr(args, f"rlu_{key}")
     config["rlu"] = rlu or None
+    if args.structure:
+        config["structure"] = args.structure
+    config["structure_options"] = {**(config["structure_options"] or {}),
+                                   **_key_values(args.structure_option, "--structure-option")}
+    if config["structure_options"] and not config["structure"]:
+        raise ConfigError("--structure-option needs --structure rwgsl|knn")
     return config
 
 
@@ -225,6 +236,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     graph = sgl.datasets.load(config["dataset"], root=config["root"], **config["dataset_options"])
     print(f"dataset: {config['dataset']} ({graph.num_nodes:,} nodes, {graph.num_edges:,} edges, "
           f"{graph.num_features} features, {graph.num_classes} classes, split {'/'.join(map(str, graph.split_sizes()))})")
+    if config["structure"]:
+        from sgl.models.rwgsl import structure_learner
+
+        learner = structure_learner(config["structure"], progress=not args.no_progress, **config["structure_options"])
+        before = graph.num_edges
+        graph = learner.learn(graph)
+        print(f"structure: {config['structure']} {config['structure_options'] or ''} -> {graph.num_edges:,} edges "
+              f"(was {before:,})")
 
     def factory():
         return build_model(config["model"], graph.num_features, graph.num_classes, model_cfg)

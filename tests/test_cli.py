@@ -78,3 +78,20 @@ def test_systems_import_loads_no_graph_code():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_train_on_a_learned_structure(tmp_path, capsys):
+    from sgl.cli import main
+
+    out = tmp_path / "run.json"
+    assert main(["train", "--model", "sgc", "--dataset", "karate", "--seeds", "1", "--no-progress",
+                 "--structure", "rwgsl", "--structure-option", "rounds=1", "--structure-option", "high=1.2",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "structure: rwgsl" in text and "test accuracy" in text
+    import json
+
+    record = json.loads(out.read_text())
+    assert record["config"]["structure"] == "rwgsl" and record["config"]["structure_options"]["rounds"] == 1
+    assert main(["train", "--dataset", "karate", "--structure", "magic"]) == 2
+    assert "unknown structure learner" in capsys.readouterr().err
