@@ -262,6 +262,7 @@ def run_search(graph: Any, space: Optional[DesignSpace] = None, config: Optional
 
     space = space or DesignSpace()
     config = config or SearchConfig()
+    _check_graph(graph)
     name = dataset or getattr(graph, "name", None) or "graph"
     meta = {"dataset": name, "root": root, "dataset_options": dict(dataset_options or {}),
             "objectives": config.objectives, "space": space.to_dict(), "train": _train_dict(config),
@@ -310,6 +311,20 @@ def run_search(graph: Any, space: Optional[DesignSpace] = None, config: Optional
                 bar.close()
             torch.set_num_threads(previous_threads)
     return SearchResult(study, config.objective_list, _collect(study, config.objective_list), evaluator.cache)
+
+
+def _check_graph(graph: Any) -> None:
+    """Fail before the first trial, not once per trial: a search needs features, labels, train and val nodes."""
+    if getattr(graph, "x", None) is None:
+        raise FeatureError("the graph has no node features (graph.x); a search propagates features")
+    y = getattr(graph, "y", None)
+    if y is None or y.dim() != 1 or y.is_floating_point():
+        raise FeatureError("a search needs integer node labels graph.y of shape [num_nodes]")
+    for split in ("train", "val"):
+        mask = getattr(graph, f"{split}_mask", None)
+        if mask is None or not bool(mask.any()):
+            raise FeatureError(f"the graph has no {split} nodes ({split}_mask missing or empty); the search "
+                               f"trains on train nodes and scores designs on validation nodes")
 
 
 def _train_dict(config: SearchConfig) -> Dict[str, Any]:

@@ -174,3 +174,14 @@ def test_parallel_trials_in_one_process(graph):
     # both threads stop once 4 trials completed; the one still running may finish as a 5th
     assert 4 <= len(result.trials) <= 5
     assert len({t["number"] for t in result.trials}) == len(result.trials)
+
+
+def test_graph_without_validation_nodes_fails_before_any_trial(graph):
+    from sgl.errors import FeatureError
+
+    graph.val_mask = None
+    with pytest.raises(FeatureError, match="no val nodes"):
+        run_search(graph, DesignSpace(**SMALL), _config())
+    graph.x = None
+    with pytest.raises(FeatureError, match="features"):
+        run_search(graph, DesignSpace(**SMALL), _config())
