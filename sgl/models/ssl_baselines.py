@@ -25,6 +25,7 @@ Example:
 """
 from __future__ import annotations
 
+import abc
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -112,7 +113,7 @@ class _GCNStack(nn.Module):
         return self.act(x) if self.act is not None else x
 
 
-class _PyGWrapper(nn.Module):
+class _PyGWrapper(nn.Module, abc.ABC):
     """Shared fit/embed loop around a torch_geometric self-supervised module."""
 
     name = "model"
@@ -132,8 +133,9 @@ class _PyGWrapper(nn.Module):
             x = row_normalize(x)
         return x.to(device), graph.edge_index.to(device)
 
+    @abc.abstractmethod
     def _loss(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """The wrapped model's self-supervised loss on the whole graph."""
 
     def fit(self, graph: Graph, seed: int = 0, progress: bool = False) -> List[Dict[str, float]]:
         cfg = self.config

@@ -28,6 +28,7 @@ Example:
 """
 from __future__ import annotations
 
+import abc
 import re
 from typing import Any, Dict, Optional, Sequence, Union
 
@@ -89,7 +90,7 @@ class MemoryBudget:
         return f"MemoryBudget(total={self.total:,}, used={self.used():,})"
 
 
-class _FeatureCacheBase:
+class _FeatureCacheBase(abc.ABC):
     """Slot storage ``values[capacity, F]`` plus a ``num_nodes`` slot map."""
 
     def __init__(self, reader: Any, capacity_rows: int, dtype: torch.dtype = torch.float32) -> None:
@@ -136,8 +137,9 @@ class _FeatureCacheBase:
         self.misses += int(miss.sum())
         return out
 
-    def _admit(self, ids, hit, slot, miss_ids, miss_rows) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _admit(self, ids, hit, slot, miss_ids, miss_rows) -> None:
+        """The policy: decide which of this batch's rows stay cached (and update its bookkeeping)."""
 
     def _store(self, slots: np.ndarray, nodes: np.ndarray, rows: torch.Tensor) -> None:
         old = self.node_of[slots]
