@@ -15,10 +15,11 @@ import argparse
 import importlib
 import json
 import sys
-from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
 from sgl.errors import ConfigError, SGLError
+from sgl.options import key_values as _key_values
+from sgl.options import read_config as _read_config
 
 __all__ = ["main", "build_parser"]
 
@@ -46,43 +47,6 @@ def _optional_module(name: str):
         if exc.name is not None and name.startswith(exc.name):
             return None
         raise
-
-
-def _parse_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def _key_values(items: Optional[Sequence[str]], flag: str) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
-    for item in items or []:
-        if "=" not in item:
-            raise ConfigError(f"{flag} expects KEY=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        out[key.strip().replace("-", "_")] = _parse_value(value)
-    return out
-
-
-def _read_config(path: str) -> Dict[str, Any]:
-    file = Path(path)
-    if not file.exists():
-        raise ConfigError(f"config file {path!r} does not exist")
-    text = file.read_text()
-    try:
-        if file.suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
-    except Exception as exc:
-        raise ConfigError(f"could not parse config file {path!r}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"config file {path!r} must hold a mapping, got {type(data).__name__}")
-    # a result record written by --out carries its config under "config"
-    return data.get("config", data)
 
 
 def build_parser() -> argparse.ArgumentParser:

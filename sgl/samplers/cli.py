@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from sgl.errors import ConfigError
+from sgl.options import key_values
 
 __all__ = ["register", "cmd_preprocess"]
 
@@ -22,24 +22,11 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=cmd_preprocess)
 
 
-def _options(items: Any) -> dict:
-    out = {}
-    for item in items or []:
-        if "=" not in item:
-            raise ConfigError(f"--dataset-option expects KEY=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        try:
-            out[key.strip().replace("-", "_")] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key.strip().replace("-", "_")] = value
-    return out
-
-
 def cmd_preprocess(args: argparse.Namespace) -> int:
     import sgl.datasets
     from sgl.samplers.store import open_store, write_store
 
-    graph = sgl.datasets.load(args.dataset, root=args.root, **_options(args.dataset_option))
+    graph = sgl.datasets.load(args.dataset, root=args.root, **key_values(args.dataset_option, "--dataset-option"))
     if not hasattr(graph, "indptr"):
         raise ConfigError(f"dataset {args.dataset!r} is not a single graph; `sgl preprocess` stores node datasets")
     path = write_store(graph, args.out, feature_dtype=args.feature_dtype, overwrite=args.overwrite,

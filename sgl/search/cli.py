@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Optional
 
 __all__ = ["register"]
 
@@ -65,7 +64,7 @@ def _storage_arg(text: str) -> str:
 
 def cmd_search(args: argparse.Namespace) -> int:
     import sgl.datasets
-    from sgl.cli import _key_values, _read_config
+    from sgl.options import key_values, read_config
     from sgl.search import DesignSpace, SearchConfig, run_search
     from sgl.search.report import format_front, write_results
 
@@ -75,8 +74,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                           weight_decay=args.weight_decay, epochs=args.epochs, patience=args.patience,
                           progress=not args.no_progress, device=args.device,
                           threads=args.threads)
-    space = DesignSpace.from_dict(_read_config(args.space)) if args.space else DesignSpace()
-    options = _key_values(args.dataset_option, "--dataset-option")
+    space = DesignSpace.from_dict(read_config(args.space)) if args.space else DesignSpace()
+    options = key_values(args.dataset_option, "--dataset-option")
     graph = sgl.datasets.load(args.dataset, root=args.root, **options)
     print(f"dataset: {args.dataset} ({graph.num_nodes:,} nodes, {graph.num_edges:,} edges)")
     print(f"space: {space!r}; objectives: {config.objectives}; optimizer: {config.optimizer}")

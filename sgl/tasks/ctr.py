@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from sgl.errors import ConfigError
+from sgl.options import key_values, read_config
 
 __all__ = ["roc_auc", "log_loss", "CTRTrainConfig", "train_ctr", "evaluate_ctr", "run_ctr",
            "add_train_arguments", "cli_train"]
@@ -228,19 +229,6 @@ def add_train_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--ctr-split", help="train,val,test fractions (default 0.8,0.1,0.1)")
 
 
-def _key_values(items: Optional[Sequence[str]], flag: str) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
-    for item in items or []:
-        if "=" not in item:
-            raise ConfigError(f"{flag} expects KEY=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        try:
-            out[key.strip().replace("-", "_")] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key.strip().replace("-", "_")] = value
-    return out
-
-
 _DEFAULTS: Dict[str, Any] = {"model": "deepfm", "dataset": "synthetic-ctr", "root": None, "seeds": 3,
                              "embedding": "full", "compression": 1.0, "embed_dim": 16, "embedding_options": {},
                              "model_config": {}, "dataset_options": {}, "train": {}, "split": [0.8, 0.1, 0.1]}
@@ -249,16 +237,7 @@ _DEFAULTS: Dict[str, Any] = {"model": "deepfm", "dataset": "synthetic-ctr", "roo
 def _config(args: argparse.Namespace) -> Dict[str, Any]:
     config = json.loads(json.dumps(_DEFAULTS))
     if getattr(args, "config", None):
-        from pathlib import Path
-
-        path = Path(args.config)
-        if not path.is_file():
-            raise ConfigError(f"config file {args.config!r} does not exist")
-        try:
-            loaded = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"could not parse config file {args.config!r}: {exc}") from exc
-        loaded = loaded.get("config", loaded) if isinstance(loaded, dict) else loaded
+        loaded = read_config(args.config)
         if not isinstance(loaded, dict) or set(loaded) - set(config):
             raise ConfigError(f"config {args.config} must be a mapping with keys from {sorted(config)}")
         config.update(loaded)
@@ -269,14 +248,14 @@ def _config(args: argparse.Namespace) -> Dict[str, Any]:
                       ("embed_dim", "ctr_embed_dim")):
         if getattr(args, flag, None) is not None:
             config[key] = getattr(args, flag)
-    config["embedding_options"].update(_key_values(getattr(args, "ctr_embedding_option", None),
+    config["embedding_options"].update(key_values(getattr(args, "ctr_embedding_option", None),
                                                    "--ctr-embedding-option"))
-    config["model_config"].update(_key_values(getattr(args, "model_option", None), "--model-option"))
+    config["model_config"].update(key_values(getattr(args, "model_option", None), "--model-option"))
     if getattr(args, "hidden", None) is not None:
         config["model_config"]["hidden"] = [args.hidden, args.hidden]
     if getattr(args, "dropout", None) is not None:
         config["model_config"]["dropout"] = args.dropout
-    config["dataset_options"].update(_key_values(getattr(args, "dataset_option", None), "--dataset-option"))
+    config["dataset_options"].update(key_values(getattr(args, "dataset_option", None), "--dataset-option"))
     for key in ("lr", "weight_decay", "epochs", "batch_size", "patience", "device"):
         if getattr(args, key, None) is not None:
             config["train"][key] = getattr(args, key)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional
 
 from sgl.errors import ConfigError
+from sgl.options import key_values
 
 __all__ = ["ssl_factory", "ssl_args_config", "seeds_from_args", "fmt_stat", "write_record"]
 
@@ -19,22 +20,9 @@ def fmt_stat(stat: Dict[str, float], seeds: int, scale: float = 100.0, unit: str
     return f"{scale * stat['mean']:.1f} ± {scale * stat['std']:.1f} ({seeds} {unit}{'s' if seeds != 1 else ''})"
 
 
-def _key_values(items: Optional[Sequence[str]]) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
-    for item in items or []:
-        if "=" not in item:
-            raise ConfigError(f"--model-option expects KEY=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        try:
-            out[key.strip().replace("-", "_")] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key.strip().replace("-", "_")] = value
-    return out
-
-
 def ssl_args_config(args: argparse.Namespace) -> Dict[str, Any]:
     """Model-config overrides from the shared ``sgl train`` flags."""
-    overrides = _key_values(getattr(args, "model_option", None))
+    overrides = key_values(getattr(args, "model_option", None), "--model-option")
     for flag, key in (("hidden", "hidden"), ("dropout", "dropout"), ("lr", "lr"), ("weight_decay", "weight_decay"),
                       ("epochs", "epochs"), ("device", "device")):
         value = getattr(args, flag, None)
