@@ -35,7 +35,7 @@ import numba
 import numpy as np
 
 from sgl.embeddings.base import check_size
-from sgl.embeddings.hotsketch import BUCKET_BYTES, EMPTY_KEY, SLOTS, HotSketch, _place, check_keys
+from sgl.embeddings.hotsketch import BUCKET_BYTES, EMPTY_KEY, SLOTS, HotSketch, _bucket, _place, check_keys
 from sgl.errors import EmbeddingError
 
 __all__ = ["HotSketchPlus"]
@@ -57,7 +57,7 @@ def _insert_plus(keys, scores, hot, free, top, fkeys, fcounts, ftime, now, ids, 
     for i in range(ids.shape[0]):
         key = ids[i]
         v = values[i]
-        b = ((np.uint64(key) * np.uint64(2654435761)) & np.uint64(0xFFFFFFFF)) % np.uint64(keys.shape[0])
+        b = _bucket(key, keys.shape[0])
         in_main = False
         for j in range(keys.shape[1]):
             if keys[b, j] == key:
