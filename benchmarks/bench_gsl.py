@@ -23,22 +23,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-
-
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def _reset_peak() -> None:
-    try:
-        with open("/proc/self/clear_refs", "w") as handle:
-            handle.write("5")  # resets VmHWM to the current RSS
-    except OSError:
-        pass
+sys.path.insert(0, str(HERE))
+from procmem import reset_peak, status_kb  # noqa: E402
 
 
 def worker(method: str, nodes: int, args: argparse.Namespace) -> dict:
@@ -58,12 +44,12 @@ def worker(method: str, nodes: int, args: argparse.Namespace) -> dict:
         import faiss  # noqa: F401  (import cost outside the timed region)
 
         learner = KNNGraph(KNNGraphConfig(k=args.k))
-    rss_loaded = _status_kb("VmRSS")
-    _reset_peak()
+    rss_loaded = status_kb("VmRSS")
+    reset_peak()
     start = time.perf_counter()
     out = learner.learn(graph)
     elapsed = time.perf_counter() - start
-    peak = _status_kb("VmHWM")
+    peak = status_kb("VmHWM")
     return {"method": method, "nodes": nodes, "edges_in": graph.num_edges, "edges_out": out.num_edges,
             "time_s": elapsed, "peak_rss_mb": peak / 1024, "peak_extra_mb": (peak - rss_loaded) / 1024,
             "history": learner.history}

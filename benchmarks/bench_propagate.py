@@ -26,22 +26,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-
-
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def _reset_peak() -> None:
-    try:
-        with open("/proc/self/clear_refs", "w") as handle:
-            handle.write("5")  # resets VmHWM to the current RSS
-    except OSError:
-        pass
+sys.path.insert(0, str(HERE))
+from procmem import reset_peak, status_kb  # noqa: E402
 
 
 def worker(method: str, folder: Path, k: int, threads: int) -> dict:
@@ -54,8 +40,8 @@ def worker(method: str, folder: Path, k: int, threads: int) -> dict:
     import torch_geometric  # noqa: F401  (import cost outside the timed region for both)
     import sgl.ops  # noqa: F401
 
-    rss_loaded = _status_kb("VmRSS")
-    _reset_peak()
+    rss_loaded = status_kb("VmRSS")
+    reset_peak()
     start = time.perf_counter()
     if method == "pyg":
         from torch_geometric.data import Data
@@ -71,7 +57,7 @@ def worker(method: str, folder: Path, k: int, threads: int) -> dict:
         out_dir = tempfile.mkdtemp(prefix="sgl_hops_", dir=folder) if method == "sgl-disk" else None
         hops = propagate_hops(graph, x, k, NormalizedAdjacency(self_loops=False), out_dir=out_dir)
     elapsed = time.perf_counter() - start
-    peak = _status_kb("VmHWM")
+    peak = status_kb("VmHWM")
     # a fingerprint of the last hop, to check both methods computed the same thing
     last = hops[-1]
     rows = torch.arange(0, num_nodes, max(1, num_nodes // 1000))
