@@ -18,7 +18,7 @@ import time
 import torch
 
 import sgl
-from sgl.search import DesignSpace, HopCache, SearchConfig, hypervolume_2d, run_search
+from sgl.search import DesignSpace, HopCache, SearchConfig, run_search
 
 
 def main() -> None:
@@ -46,10 +46,8 @@ def main() -> None:
                                   epochs=args.epochs, patience=args.patience, progress=True, threads=args.threads)
             start = time.perf_counter()
             result = run_search(graph, space, config, dataset=args.dataset, cache=cache)
-            runs[optimizer, seed] = ([(t["metrics"]["accuracy"], t["metrics"]["latency"]) for t in result.trials],
-                                     time.perf_counter() - start)
-    reference = (0.0, 1.1 * max(lat for points, _ in runs.values() for _, lat in points))
-    directions = ["maximize", "minimize"]
+            runs[optimizer, seed] = (result, time.perf_counter() - start)
+    reference = (0.0, 1.1 * max(t["metrics"]["latency"] for result, _ in runs.values() for t in result.trials))
     print(f"\nreference point: accuracy 0, latency {reference[1]:.4f} s")
     print(f"{'seed':>4}  {'HV ' + args.optimizer:>10}  {'HV random':>10}  {'ratio':>6}  "
           f"{'best acc ' + args.optimizer:>14}  {'best acc random':>15}  {'time (s)':>14}")
@@ -57,9 +55,9 @@ def main() -> None:
     for seed in range(args.seeds):
         row = []
         for optimizer in (args.optimizer, "random"):
-            points, _ = runs[optimizer, seed]
-            hv[optimizer].append(hypervolume_2d(points, directions, reference))
-            row.append(max(a for a, _ in points))
+            result, _ = runs[optimizer, seed]
+            hv[optimizer].append(result.hypervolume(reference))
+            row.append(max(t["metrics"]["accuracy"] for t in result.trials))
         times = f"{runs[args.optimizer, seed][1]:.0f}/{runs['random', seed][1]:.0f}"
         print(f"{seed:>4}  {hv[args.optimizer][-1]:>10.4f}  {hv['random'][-1]:>10.4f}  "
               f"{hv[args.optimizer][-1] / hv['random'][-1]:>6.3f}  {row[0]:>14.4f}  {row[1]:>15.4f}  {times:>14}")

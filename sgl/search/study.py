@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -218,9 +217,8 @@ def open_study(storage: Optional[str], study_name: Optional[str] = None, *, crea
                                   f"{stored.get(key)!r}, this run asks for {create.get(key)!r}. "
                                   f"Use the same settings or a new --study name")
         return study
-    completed = 0
     study = optuna.create_study(study_name=study_name, storage=rdb, directions=directions,
-                                sampler=_make_sampler(config, completed), load_if_exists=True)
+                                sampler=_make_sampler(config, 0), load_if_exists=True)
     study.set_user_attr(_META, create)
     return study
 
@@ -293,13 +291,13 @@ def run_search(graph: Any, space: Optional[DesignSpace] = None, config: Optional
             bar = tqdm(total=config.trials, initial=config.trials - remaining, desc=f"search {study_name}",
                        unit="trial", disable=None)
 
+        best = [0.0]  # best validation accuracy this process has seen (the bar's postfix)
+
         def on_trial(study_, trial_) -> None:
             if bar is not None and trial_.state == optuna.trial.TrialState.COMPLETE:
                 bar.update(1)
-                front = _collect(study_, config.objective_list)
-                best = max(r["metrics"]["accuracy"] for r in front) if "accuracy" in names and front else None
-                bar.set_postfix(front=sum(r["on_front"] for r in front),
-                                **({"best_val": f"{best:.4f}"} if best is not None else {}))
+                best[0] = max(best[0], trial_.user_attrs["metrics"]["accuracy"])
+                bar.set_postfix(best_val=f"{best[0]:.4f}")
 
         stop = optuna.study.MaxTrialsCallback(config.trials, states=(optuna.trial.TrialState.COMPLETE,))
         try:

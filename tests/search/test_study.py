@@ -185,3 +185,14 @@ def test_graph_without_validation_nodes_fails_before_any_trial(graph):
     graph.x = None
     with pytest.raises(FeatureError, match="features"):
         run_search(graph, DesignSpace(**SMALL), _config())
+
+
+def test_result_hypervolume_matches_the_2d_formula(graph):
+    from sgl.search import hypervolume_2d
+
+    result = run_search(graph, DesignSpace(**SMALL), _config(trials=4, optimizer="random"))
+    points = [(t["metrics"]["accuracy"], t["metrics"]["latency"]) for t in result.trials]
+    reference = (0.0, 2 * max(p[1] for p in points))
+    assert result.hypervolume(reference) == hypervolume_2d(points, ["maximize", "minimize"], reference) > 0
+    with pytest.raises(ConfigError, match="was not searched"):
+        result.hypervolume(reference, objectives=("accuracy", "memory"))
