@@ -196,3 +196,12 @@ def test_result_hypervolume_matches_the_2d_formula(graph):
     assert result.hypervolume(reference) == hypervolume_2d(points, ["maximize", "minimize"], reference) > 0
     with pytest.raises(ConfigError, match="was not searched"):
         result.hypervolume(reference, objectives=("accuracy", "memory"))
+
+
+def test_timeout_stops_starting_trials(graph):
+    import time as _time
+
+    start = _time.perf_counter()
+    result = run_search(graph, DesignSpace(**SMALL), _config(trials=10_000, timeout=1.0, optimizer="random"))
+    assert 1 <= len(result.trials) < 10_000
+    assert _time.perf_counter() - start < 30
