@@ -136,3 +136,188 @@ def test_bad_configs_and_inputs():
     wrong = Graph.from_edge_index(torch.tensor([[0, 1], [1, 0]]), x=torch.ones(2, 3))
     with pytest.raises(FeatureError, match="expects features"):
         GCMAE(4, GCMAEConfig(epochs=1)).fit(wrong)
+
+
+# ---------------------------------------------------------------- GCMAE's official Cora configuration
+from sgl.models.gcmae import (  # noqa: E402
+    GCMAE_PRESETS,
+    GNNEncoder,
+    _gat_propagate,
+    _project,
+    dense_adjacency_loss,
+    drop_nodes,
+    gcmae_config,
+)
+
+
+def _naive_dense_adjacency(z, edges, tau):
+    n = z.size(0)
+    h = torch.nn.functional.normalize(z, dim=1)
+    logits = h @ h.t() / tau
+    adj = torch.eye(n, dtype=torch.bool)
+    for u, v in edges:
+        adj[u, v] = True
+    sp = torch.nn.functional.softplus
+    return 0.5 * (sp(-logits[adj]).mean() + sp(logits[~adj]).mean())
+
+
+def test_dense_adjacency_loss_hand_value():
+    z = torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0]])
+    tau = 0.5
+    sp = lambda v: math.log1p(math.exp(v))  # noqa: E731
+    # edge 0->1 (given twice: counted once) plus self-loops; cosines: (0,1)=0, (0,2)=1, (1,2)=0
+    # positives (0,0),(1,1),(2,2) logit 2, (0,1) logit 0; negatives (1,0) 0, (0,2) 2, (2,0) 2, (1,2) 0, (2,1) 0
+    pos = (3 * sp(-2.0) + sp(0.0)) / 4
+    neg = (3 * sp(0.0) + 2 * sp(2.0)) / 5
+    edges = torch.tensor([[0, 0], [1, 1]])
+    assert float(dense_adjacency_loss(z, edges, tau)) == pytest.approx(0.5 * (pos + neg), rel=1e-5)
+
+
+def test_dense_adjacency_loss_matches_naive_value_and_gradient():
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(9, 4, generator=gen, dtype=torch.double)
+    edges = torch.randint(0, 9, (2, 20), generator=gen)
+    edge_list = edges.t().tolist()
+    z1, z2 = z.clone().requires_grad_(True), z.clone().requires_grad_(True)
+    ours = dense_adjacency_loss(z1, edges, 0.3)
+    naive = _naive_dense_adjacency(z2, edge_list, 0.3)
+    assert float(ours.detach()) == pytest.approx(float(naive.detach()), rel=1e-9)
+    ours.backward()
+    naive.backward()
+    assert torch.allclose(z1.grad, z2.grad, atol=1e-10)
+
+
+def test_gat_propagate_and_sparse_projection_match_gatconv():
+    from torch_geometric.nn import GATConv
+
+    gen = torch.Generator().manual_seed(1)
+    conv = GATConv(6, 3, heads=2, concat=True, negative_slope=0.3)
+    conv.eval()
+    x = torch.rand(7, 6, generator=gen) * (torch.rand(7, 6, generator=gen) > 0.6)
+    edges = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 2, 2], [1, 0, 3, 2, 5, 4, 0, 2, 6]])  # includes a self-loop
+    expected = conv(x, edges)
+    assert torch.allclose(_gat_propagate(conv, _project(conv, x), edges), expected, atol=1e-6)
+    # sparse input plus a mask token on rows 1 and 4 == dense input with the token added there
+    token = torch.rand(1, 6, generator=gen)
+    rows = torch.tensor([1, 4])
+    dense = x.clone()
+    dense[rows] += token
+    sparse = _project(conv, x.to_sparse(), token, rows)
+    assert torch.allclose(sparse, _project(conv, dense), atol=1e-6)
+    # projecting only the non-zero rows gives the same result
+    x[[0, 3]] = 0.0
+    assert torch.allclose(_project(conv, x, rows=torch.tensor([1, 2, 4, 5, 6])), _project(conv, x), atol=1e-6)
+
+
+def test_drop_nodes_keeps_the_induced_subgraph():
+    torch.manual_seed(3)
+    n = 30
+    x = torch.arange(n, dtype=torch.float).view(n, 1).repeat(1, 2)
+    edges = torch.randint(0, n, (2, 120))
+    torch.manual_seed(4)
+    x_sub, e_sub, kept = drop_nodes(x, edges, 0.5)
+    assert 0 < kept.numel() < n and torch.equal(x_sub, x[kept])
+    kept_set = set(kept.tolist())
+    expected = {(u, v) for u, v in edges.t().tolist() if u in kept_set and v in kept_set}
+    assert {(int(kept[a]), int(kept[b])) for a, b in e_sub.t().tolist()} == expected
+    assert e_sub.size(1) == sum(1 for u, v in edges.t().tolist() if u in kept_set and v in kept_set)
+    torch.manual_seed(4)
+    xs_sub, _, kept2 = drop_nodes(x.to_sparse(), edges, 0.5)
+    assert torch.equal(kept2, kept) and torch.equal(xs_sub.to_dense(), x[kept])
+    # everything dropped is impossible: one node survives
+    _, e_one, kept_one = drop_nodes(x, edges, 0.999999)
+    assert kept_one.numel() >= 1 and (e_one.numel() == 0 or int(e_one.max()) < kept_one.numel())
+
+
+def test_sparse_masking_semantics():
+    g = small_graph()
+    model = GCMAE(16, GCMAEConfig(encoder="gat", hidden=8, heads=2, mask_rate=0.5, replace_rate=0.2,
+                                  sparse_input=True))
+    x = torch.nn.functional.relu(g.x)  # some zeros
+    torch.manual_seed(0)
+    out, masked, token_rows = model._mask_sparse(x.to_sparse().coalesce())
+    dense = out.to_dense()
+    assert masked.numel() == 60 and token_rows.numel() == 60 - int(0.2 * 60)
+    unmasked = torch.ones(120, dtype=torch.bool)
+    unmasked[masked] = False
+    assert torch.equal(dense[unmasked], x[unmasked])
+    assert bool((dense[token_rows] == 0).all())
+    noise = sorted(set(masked.tolist()) - set(token_rows.tolist()))
+    for row in noise:  # each replaced row is a copy of some node's features
+        assert bool((x == dense[row]).all(1).any())
+
+
+def test_std_head_prelu_norm_is_variance_of_normalised_rows():
+    model = GCMAE(16, GCMAEConfig(hidden=8, proj_dim=8, std_head="prelu_norm", cl_weight=0, adj_weight=0,
+                                  mae_weight=0, mask_rate=0.0, std_weight=1.0))
+    model.eval()  # no dropout: the two encoder passes agree
+    g = small_graph()
+    with torch.no_grad():
+        terms = model.losses(g.x, g.edge_index)
+        h = model.encoder(g.x, g.edge_index)
+        z = torch.nn.functional.normalize(model.std_act(model.std_head(h)), dim=1)
+        expected = torch.relu(1 - torch.sqrt(z.var(0) + 1e-4)).mean()
+    assert float(terms["std"]) == pytest.approx(float(expected), rel=1e-6)
+    # rows of unit norm in 8 dims: every per-dimension std is < 1, so the hinge is active
+    assert 0 < float(terms["std"]) < 1
+
+
+def test_encoder_input_dropout_only_in_training():
+    g = small_graph()
+    enc = GNNEncoder(16, 8, 2, "gat", heads=2, in_drop=0.5, attn_drop=0.5)
+    enc.train()
+    torch.manual_seed(0)
+    a = enc(g.x, g.edge_index)
+    b = enc(g.x, g.edge_index)
+    assert not torch.allclose(a, b)
+    enc.eval()
+    assert torch.equal(enc(g.x, g.edge_index), enc(g.x, g.edge_index))
+    sparse = enc(g.x.to_sparse(), g.edge_index)
+    assert torch.allclose(sparse, enc(g.x, g.edge_index), atol=1e-5)
+
+
+def test_cora_preset_and_its_training_paths():
+    cfg = gcmae_config("cora")
+    assert (cfg.encoder, cfg.hidden, cfg.heads, cfg.num_layers, cfg.in_drop, cfg.attn_drop) == ("gat", 512, 4, 2, 0.1, 0.1)
+    assert (cfg.mask_rate, cfg.replace_rate, cfg.sce_alpha, cfg.tau, cfg.cl_weight, cfg.adj_weight, cfg.std_weight) == \
+        (0.6, 0.0, 3.0, 1.0, 0.3, 0.3, 0.5)
+    assert (cfg.augmentation, cfg.drop_node, cfg.cl_views, cfg.epochs, cfg.lr, cfg.weight_decay) == \
+        ("drop_node", 0.5, "single", 2000, 1e-3, 2e-4)
+    assert gcmae_config("CORA", epochs=7).epochs == 7 and gcmae_config(hidden=8).hidden == 8
+    assert set(GCMAE_PRESETS) == {"cora"}
+    with pytest.raises(ConfigError, match="unknown GCMAE preset"):
+        gcmae_config("citeseer")
+    with pytest.raises(ConfigError, match="unknown GCMAE option"):
+        gcmae_config("cora", nope=1)
+    g = small_graph()
+    small = dict(hidden=8, heads=2, proj_dim=8, proj_out=4, epochs=3)
+    for extra in ({}, {"cl_views": "masked"}, {"cl_views": "augmented"}, {"adj_mode": "sampled"},
+                  {"sparse_input": False, "replace_rate": 0.1}, {"replace_rate": 0.1}):
+        model = GCMAE(16, gcmae_config("cora", **small, **extra))
+        history = model.fit(g, seed=0)
+        assert len(history) == 3 and all(math.isfinite(v) for v in history[-1].values())
+        assert all(history[0][k] > 0 for k in ("mae", "cl", "adj", "std"))
+        emb = model.embed(g)
+        assert emb.shape == (120, 8) and bool(torch.isfinite(emb).all())
+    # sparse and dense inputs give the same embedding for the same weights
+    model.config.sparse_input = False
+    dense_emb = model.embed(g)
+    model.config.sparse_input = True
+    assert torch.allclose(model.embed(g), dense_emb, atol=1e-5)
+
+
+def test_new_config_fields_are_validated():
+    with pytest.raises(ConfigError, match="cl_views"):
+        GCMAEConfig(cl_views="both")
+    with pytest.raises(ConfigError, match="augmentation"):
+        GCMAEConfig(augmentation="drop_everything")
+    with pytest.raises(ConfigError, match="adj_mode"):
+        GCMAEConfig(adj_mode="full")
+    with pytest.raises(ConfigError, match="std_head"):
+        GCMAEConfig(std_head="mlp")
+    with pytest.raises(ConfigError, match="sparse_input"):
+        GCMAEConfig(sparse_input=True)  # GCN encoder
+    with pytest.raises(ConfigError, match="in_drop"):
+        GCMAEConfig(in_drop=1.0)
+    with pytest.raises(ConfigError, match="proj_out"):
+        GCMAEConfig(proj_out=-1)
