@@ -25,7 +25,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from sgl.datasets.ctr import CTRData, load_criteo, make_synthetic_ctr
-from sgl.embeddings.het import HETConfig, HETEmbedding, LocalTransport, NoCacheEmbedding, ShardedServer
+from sgl.embeddings.het import (
+    HETConfig, HETEmbedding, LocalTransport, NoCacheEmbedding, ShardedServer, steady_state_reduction,
+)
 from sgl.embeddings.hetgmp import (
     Bigraph, GMPConfig, PartitionConfig, partition_bigraph, random_partition, select_replicas,
     simulated_cluster,
@@ -117,56 +119,184 @@ def _partition_rounds(sample_part: np.ndarray, batch: int, epochs: int, seed: in
 # --------------------------------------------------------------------------
 # (b) HET vs a no-cache parameter server
 # --------------------------------------------------------------------------
+def _het_run(train: CTRData, test: CTRData, rounds: list, dim: int, seed: int, bound: int | None,
+             capacity: int, policy: str, lr: float, unit: str) -> dict:
+    """Train 4 lock-step workers (HET, or the no-cache PS when ``bound`` is None); bytes, AUC, counters."""
+    n_emb = sum(train.field_dims)
+    server = ShardedServer(n_emb, dim, num_shards=WORKERS, seed=seed)
+    cfg = HETConfig(n_emb, dim, capacity, policy=policy, bound=bound or 0, lr=lr, update_unit=unit)
+    cls = NoCacheEmbedding if bound is None else HETEmbedding
+    workers = [cls(cfg, LocalTransport(server)) for _ in range(WORKERS)]
+    model = _model(train, workers[0], dim, seed)
+    start = time.perf_counter()
+    train_lockstep(workers, model, train, rounds)
+    auc = evaluate(model, server.weights(), test)
+    stats = [w.transport.stats for w in workers]
+    out = dict(bytes=sum(st.total_bytes for st in stats), auc=auc, seconds=time.perf_counter() - start,
+               hit=float("nan"), counters=None)
+    if bound is not None:
+        c = workers[0].worker.counters
+        for w in workers[1:]:
+            c = c + w.worker.counters
+        out.update(hit=c.hits / max(c.unique, 1), counters=c)
+    return out
+
+
+def _breakdown(run: dict, dim: int, base: float) -> str:
+    """Where a HET run's bytes go, as % of the no-cache PS's bytes, and rows per unique key."""
+    c = run["counters"]
+    row = 16 + 4 * dim
+    parts = [("(key,version) requests", 16 * c.unique), ("miss fetches", row * c.fetched_new),
+             ("stale refetches", row * c.fetched_stale), ("bypass fetches", row * c.fetched_bypass),
+             ("bound pushes", row * c.pushed_bound), ("eviction pushes", row * c.pushed_evicted),
+             ("bypass pushes", row * c.pushed_bypass), ("final flush", row * c.pushed_flush)]
+    assert sum(b for _, b in parts) == run["bytes"], "byte breakdown does not add up"
+    u = max(c.unique, 1)
+    return ("      bytes in % of the no-cache PS: " + ", ".join(f"{n} {100 * b / base:.1f}" for n, b in parts)
+            + f"\n      per unique key looked up: fetches {c.rows_fetched / u:.3f} (miss {c.fetched_new / u:.3f},"
+            f" stale {c.fetched_stale / u:.3f}, bypass {c.fetched_bypass / u:.3f}), pushes {c.rows_pushed / u:.3f}"
+            f" (bound {c.pushed_bound / u:.3f}, eviction {c.pushed_evicted / u:.3f}, bypass "
+            f"{c.pushed_bypass / u:.3f}); occurrences per unique key {c.occurrences / u:.2f}; HET's own "
+            f"'data rate' (rows pulled / keys with duplicates, versions ignored) {c.rows_fetched / c.occurrences:.3f}")
+
+
+def _fixed_shard_rounds(n: int, batch: int, epochs: int, seed: int) -> list[list[np.ndarray]]:
+    """As HET's run_hetu.py: worker w always trains on the w-th contiguous quarter (reshuffled per epoch)."""
+    rng = np.random.default_rng(seed)
+    shards = np.array_split(np.arange(n), WORKERS)
+    steps = min(len(s) for s in shards) // batch
+    out = []
+    for _ in range(epochs):
+        orders = [rng.permutation(s) for s in shards]
+        out += [[o[r * batch:(r + 1) * batch] for o in orders] for r in range(steps)]
+    return out
+
+
+def _mean(rows: list[dict], key: str, **match) -> float:
+    vals = [r[key] for r in rows if all(r.get(k) == v for k, v in match.items())]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
 def part_b(args: argparse.Namespace) -> list[dict]:
-    dim = args.het_dim
-    print(f"\n(b) HET cache vs no-cache PS (unique keys) -- {WORKERS} workers, in-process simulator, "
-          f"synthetic Zipf CTR: {args.het_rows:,} rows x {args.het_fields} fields x {args.het_ids:,} ids, "
-          f"dim {dim}, batch {args.het_batch}/worker, {args.het_epochs} epoch(s), cache "
-          f"{args.het_cache:.0%} of rows per worker, policy lfu_pinned, seeds {args.het_seeds}")
-    rows = []
+    """HET vs the unique-key no-cache PS: headline (HET's defaults, all seeds), cache x bound sweep,
+    policies (seed 0), and the Criteo sample multi-epoch as HET's run_hetu.py trains it."""
+    dim, bounds, W = args.het_dim, args.het_bounds, WORKERS
+    print(f"\n(b) HET cache vs no-cache PS (unique keys) -- {W} workers, in-process simulator.\n"
+          f"  synthetic Zipf({args.het_zipf}) CTR: {args.het_rows:,} rows x {args.het_fields} fields x "
+          f"{args.het_ids:,} ids, 80/10/10 split, WDL, {args.het_epochs} epoch(s) globally shuffled.  HET's "
+          f"defaults (Hsword/Hetu examples/ctr: wdl_criteo.py, run_hetu.py, ParameterServerCommunicate.py): "
+          f"embedding dim {dim}, batch {args.het_batch}/worker, embedding SGD lr {args.het_lr}, cache "
+          f"{args.het_cache:.0%} of the rows per worker, policy {args.het_policy} (lfuopt), one version step "
+          f"per {args.het_unit}.  Headline = bound 10 at these defaults.")
+    ceilings = ", ".join(f"bound {b} {steady_state_reduction(b, W, dim):.1%}" for b in sorted({0, 1, 10, 100, *bounds}))
+    print("  approximate ceiling of the reduction for data shuffled across workers, any cache size "
+          f"(steady_state_reduction: a key every worker looks up alike, once per lookup, always cached): {ceilings}")
+    rows: list[dict] = []
+
+    def record(tag: str, name: str, seed: int, run: dict, base: float | None, **extra) -> dict:
+        red = 0.0 if base is None else 1 - run["bytes"] / base
+        rec = dict(tag=tag, name=name, seed=seed, bytes=run["bytes"], auc=run["auc"], hit=run["hit"],
+                   reduction=red, seconds=run["seconds"], **extra)
+        rows.append(rec)
+        print(f"  [{tag}] seed {seed} {name:<32} {run['bytes'] / 2**20:9.1f} MiB  {red:7.1%} less  AUC "
+              f"{run['auc']:.4f}  hit rate {run['hit']:.3f}  ({run['seconds']:.0f} s)", flush=True)
+        return rec
+
+    # 1. headline (HET's defaults) over all seeds; 2. cache x bound sweep and policies on seed 0
     for seed in range(args.het_seeds):
         data = make_synthetic_ctr(args.het_rows, [args.het_ids] * args.het_fields, num_dense=13,
                                   zipf_a=args.het_zipf, seed=seed)
         train, _, test = data.split((0.8, 0.1, 0.1), seed=seed)
         n_emb = sum(data.field_dims)
         rounds = _shuffled_rounds(len(train), args.het_batch, args.het_epochs, seed)
-        capacity = int(args.het_cache * n_emb)
-        variants = [("no-cache PS", None)] + [(f"HET bound {b}", b) for b in args.het_bounds]
-        for name, bound in variants:
-            server = ShardedServer(n_emb, dim, num_shards=WORKERS, seed=seed)
-            cfg = HETConfig(n_emb, dim, capacity, policy="lfu_pinned", bound=bound or 0,
-                            lr=args.het_lr, update_unit=args.het_unit)
-            cls = NoCacheEmbedding if bound is None else HETEmbedding
-            workers = [cls(cfg, LocalTransport(server)) for _ in range(WORKERS)]
-            model = _model(data, workers[0], dim, seed)
-            start = time.perf_counter()
-            train_lockstep(workers, model, train, rounds)
-            auc = evaluate(model, server.weights(), test)
-            total = sum(w.transport.stats.total_bytes for w in workers)
-            hit = (np.mean([w.worker.hit_rate for w in workers]) if bound is not None else float("nan"))
-            stats = [w.transport.stats for w in workers]
-            keys = sum(st.keys_requested for st in stats)
-            fetched = sum(st.rows_fetched for st in stats) / keys
-            pushed = sum(st.rows_pushed for st in stats) / keys
-            rows.append(dict(seed=seed, name=name, bytes=total, auc=auc, hit=hit,
-                             seconds=time.perf_counter() - start))
-            print(f"  seed {seed} {name:<14} bytes {total / 2**20:9.1f} MiB  AUC {auc:.4f}  "
-                  f"hit rate {hit:.3f}  rows fetched/pushed per unique key {fetched:.3f}/{pushed:.3f}  "
-                  f"({rows[-1]['seconds']:.0f} s)", flush=True)
-    print(f"\n  mean over {args.het_seeds} seed(s)        bytes (MiB)   vs no-cache   AUC      AUC - bound 0")
-    base = np.mean([r["bytes"] for r in rows if r["name"] == "no-cache PS"])
-    auc0 = np.mean([r["auc"] for r in rows if r["name"] == "HET bound 0"]) if 0 in args.het_bounds else float("nan")
-    for name in dict.fromkeys(r["name"] for r in rows):
-        b = np.mean([r["bytes"] for r in rows if r["name"] == name])
-        a = np.mean([r["auc"] for r in rows if r["name"] == name])
-        print(f"  {name:<28} {b / 2**20:10.1f}   {1 - b / base:+8.1%} less   {a:.4f}   {100 * (a - auc0):+.2f} pt")
-    if 10 in args.het_bounds and 0 in args.het_bounds:
-        b10 = np.mean([r["bytes"] for r in rows if r["name"] == "HET bound 10"])
-        a10 = np.mean([r["auc"] for r in rows if r["name"] == "HET bound 10"])
+
+        def run(bound, frac=args.het_cache, policy=args.het_policy):
+            return _het_run(train, test, rounds, dim, seed, bound, int(frac * n_emb), policy, args.het_lr,
+                            args.het_unit)
+
+        base_run = run(None)
+        base = base_run["bytes"]
+        record("headline", "no-cache PS", seed, base_run, None, cache=0.0, bound=-1)
+        done = {}
+        for b in bounds:
+            r = run(b)
+            done[(args.het_cache, b, args.het_policy)] = r
+            record("headline", f"HET bound {b}", seed, r, base, cache=args.het_cache, bound=b)
+            if b == 10:
+                print(_breakdown(r, dim, base))
+        if seed != 0:
+            continue
+        for frac in args.het_sweep_cache:
+            for b in args.het_sweep_bounds:
+                r = done.get((frac, b, args.het_policy)) or run(b, frac)
+                record("sweep", f"cache {frac:.0%} bound {b}", seed, r, base, cache=frac, bound=b)
+                if frac == max(args.het_sweep_cache) and b == 10:
+                    print(_breakdown(r, dim, base))
+        for policy in ("lru", "lfu", "lfu_pinned"):
+            r = done.get((args.het_cache, 10, policy)) or run(10, policy=policy)
+            record("policy", f"{policy} cache {args.het_cache:.0%} bound 10", seed, r, base, policy=policy)
+
+    print(f"\n  headline, mean over {args.het_seeds} seed(s)   bytes (MiB)   vs no-cache PS   test AUC   AUC - bound 0")
+    hl = [r for r in rows if r["tag"] == "headline"]
+    base = _mean(hl, "bytes", name="no-cache PS")
+    auc0 = _mean(hl, "auc", name="HET bound 0")
+    for name in dict.fromkeys(r["name"] for r in hl):
+        b, a = _mean(hl, "bytes", name=name), _mean(hl, "auc", name=name)
+        print(f"  {name:<36} {b / 2**20:10.1f}   {1 - b / base:9.1%} less   {a:.4f}   {100 * (a - auc0):+.2f} pt")
+    if 10 in bounds and 0 in bounds:
+        b10, a10 = _mean(hl, "bytes", name="HET bound 10"), _mean(hl, "auc", name="HET bound 10")
         ok = 1 - b10 / base >= 0.8 and abs(a10 - auc0) <= 0.005
-        print(f"  target (>= 80% fewer bytes at bound 10, AUC within 0.5 pt of bound 0): "
-              f"{1 - b10 / base:.1%} fewer, {100 * (a10 - auc0):+.2f} pt -> {'MET' if ok else 'NOT MET'}")
+        print(f"  target (>= 80% fewer bytes at bound 10, AUC within 0.5 pt of bound 0): {1 - b10 / base:.1%} "
+              f"fewer (ceiling {steady_state_reduction(10, W, dim):.1%}), {100 * (a10 - auc0):+.2f} pt -> "
+              f"{'MET' if ok else 'NOT MET'}")
+
+    sw = [r for r in rows if r["tag"] == "sweep"]
+    if sw:
+        print("\n  sweep (seed 0): byte reduction vs the no-cache PS / test AUC - bound 0 at the same cache (pt) "
+              "/ hit rate")
+        print("  cache per worker " + "".join(f"| bound {b:<22}" for b in args.het_sweep_bounds))
+        for frac in args.het_sweep_cache:
+            a0 = _mean(sw, "auc", cache=frac, bound=0)
+            cells = []
+            for b in args.het_sweep_bounds:
+                r = next(x for x in sw if x["cache"] == frac and x["bound"] == b)
+                cells.append(f"| {r['reduction']:6.1%} {100 * (r['auc'] - a0):+5.2f} {r['hit']:.2f}      ")
+            print(f"  {frac:>15.0%} " + "".join(cells))
+        print("  ceiling          " + "".join(f"| {steady_state_reduction(b, W, dim):6.1%}{'':17}"
+                                              for b in args.het_sweep_bounds))
+
+    if args.het_criteo_epochs > 0:
+        rows += _part_b_criteo(args, record)
     return rows
+
+
+def _part_b_criteo(args: argparse.Namespace, record) -> list[dict]:
+    """The Criteo sample (8,192 rows, HET's own sampled_*.npy) trained as HET's run_hetu.py does."""
+    root = Path(args.gmp_criteo_root) if args.gmp_criteo_root else SHARED / "criteo_het_sampled"
+    if not (root / "sampled_sparse_feats.npy").is_file():
+        print(f"\n  Criteo sample skipped: {root} not found")
+        return []
+    data = load_criteo(root)
+    train, _, test = data.split((0.9, 0.0, 0.1), seed=0)
+    n_emb = sum(data.field_dims)
+    dim, epochs = args.het_dim, args.het_criteo_epochs
+    rounds = _fixed_shard_rounds(len(train), args.het_batch, epochs, 0)
+    print(f"\n  Criteo sample ({root.name}: {len(data):,} rows, {n_emb:,} ids after remapping, 90/10 split, test "
+          f"AUC on {len(test)} rows is noise): as HET's run_hetu.py -- each worker trains on its fixed quarter, "
+          f"{epochs} epochs ({len(rounds)} steps), batch {args.het_batch}, dim {dim}.  Caches: 10% of the "
+          f"remapped table ({int(0.1 * n_emb):,} lines), and all of it (HET caches 10% of its 33.76M-row Criteo "
+          f"table, more than every id of the sample)")
+    out = []
+    base = _het_run(train, test, rounds, dim, 0, None, 0, args.het_policy, args.het_lr, args.het_unit)
+    record("criteo", "no-cache PS", 0, base, None, cache=0.0, bound=-1)
+    for frac in (0.1, 1.0):
+        for b in args.het_bounds:
+            r = _het_run(train, test, rounds, dim, 0, b, int(frac * n_emb), args.het_policy, args.het_lr,
+                         args.het_unit)
+            out.append(record("criteo", f"cache {frac:.0%} bound {b}", 0, r, base["bytes"], cache=frac, bound=b))
+            if b == 10:
+                print(_breakdown(r, dim, base["bytes"]))
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -184,7 +314,7 @@ def part_c(args: argparse.Namespace) -> list[dict]:
     dim = args.gmp_dim
     print(f"\n(c) HET-GMP remote embedding traffic vs random sample partition + id mod {WORKERS} "
           f"(bound 0, no mirrors) -- {WORKERS} workers, in-process simulator, dim {dim}, batch "
-          f"{args.het_batch}/worker, {args.gmp_epochs} epoch(s), mirrors {args.gmp_store_rate:.0%} of ids "
+          f"{args.gmp_batch}/worker, {args.gmp_epochs} epoch(s), mirrors {args.gmp_store_rate:.0%} of ids "
           f"per worker; traffic = bytes to/from other workers (own shard is local)")
     out = []
     for dname in args.gmp_data:
@@ -193,8 +323,8 @@ def part_c(args: argparse.Namespace) -> list[dict]:
         n_emb = sum(data.field_dims)
         start = time.perf_counter()
         graph = Bigraph(ids)
-        base = random_partition(graph, WORKERS, args.het_batch, seed=0)
-        gmp = partition_bigraph(graph, PartitionConfig(WORKERS, args.het_batch, rounds=args.gmp_rounds))
+        base = random_partition(graph, WORKERS, args.gmp_batch, seed=0)
+        gmp = partition_bigraph(graph, PartitionConfig(WORKERS, args.gmp_batch, rounds=args.gmp_rounds))
         t_part = time.perf_counter() - start
         print(f"  {dname}: {len(data):,} samples, {graph.num_embeddings:,} distinct ids, "
               f"{graph.num_edges:,} edges; partitioned in {t_part:.1f} s; expected remote fetches/batch "
@@ -205,12 +335,12 @@ def part_c(args: argparse.Namespace) -> list[dict]:
         variants += [(f"HET-GMP + mirrors, bound {b}", gmp, args.gmp_store_rate, b) for b in args.het_bounds]
         rows = []
         for name, part, budget, bound in variants:
-            cfg = GMPConfig(n_emb, dim, bound=bound, lr=args.het_lr, update_unit=args.het_unit)
+            cfg = GMPConfig(n_emb, dim, bound=bound, lr=args.gmp_lr, update_unit=args.het_unit)
             mirrors = select_replicas(part, float(budget))
             server, workers = simulated_cluster(cfg, part.placement(n_emb), mirrors, seed=0)
             model = _model(data, workers[0], dim, 0)
             t0 = time.perf_counter()
-            train_lockstep(workers, model, data, _partition_rounds(part.sample_part, args.het_batch,
+            train_lockstep(workers, model, data, _partition_rounds(part.sample_part, args.gmp_batch,
                                                                    args.gmp_epochs, 0))
             total = sum(w.transport.stats.total_bytes for w in workers)
             reads = sum(w.worker.local_reads + w.worker.mirror_reads + w.worker.remote_reads for w in workers)
@@ -232,8 +362,10 @@ def add_arguments(g) -> None:
     """Flags of parts (b) and (c) on a parser or argument group; all prefixed ``--het-`` / ``--gmp-``
     so they can join other benches (bench_embeddings.py adds them through ``add_part_b_arguments``)."""
     ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
-    g.add_argument("--het-batch", type=int, default=256, help="per-worker batch size (b and c)")
-    g.add_argument("--het-lr", type=float, default=0.1, help="embedding SGD learning rate (b and c)")
+    g.add_argument("--het-batch", type=int, default=128,
+                   help="per-worker batch size (b; HET's run_hetu.py: 128)")
+    g.add_argument("--het-lr", type=float, default=0.01,
+                   help="embedding SGD learning rate (b; HET's wdl_criteo.py: 0.01)")
     g.add_argument("--het-unit", default="occurrence", choices=["step", "occurrence"],
                    help="what one version step counts (b and c)")
     g.add_argument("--het-bounds", type=ints, default=[0, 10, 100], help="staleness bounds (b and c)")
@@ -242,14 +374,24 @@ def add_arguments(g) -> None:
     g.add_argument("--het-rows", type=int, default=200_000)
     g.add_argument("--het-fields", type=int, default=8)
     g.add_argument("--het-ids", type=int, default=20_000, help="ids per field")
-    g.add_argument("--het-dim", type=int, default=64)
-    g.add_argument("--het-cache", type=float, default=0.1, help="cache lines per worker, fraction of rows")
+    g.add_argument("--het-dim", type=int, default=128, help="embedding dim (b; HET's wdl_criteo.py: 128)")
+    g.add_argument("--het-cache", type=float, default=0.1,
+                   help="cache lines per worker, fraction of rows (HET: num_rows // 10)")
+    g.add_argument("--het-policy", default="lfu_pinned", choices=["lru", "lfu", "lfu_pinned"],
+                   help="cache policy of the headline (HET's examples: lfuopt)")
     g.add_argument("--het-epochs", type=int, default=2)
+    g.add_argument("--het-sweep-cache", type=lambda s: [float(x) for x in s.split(",")],
+                   default=[0.01, 0.05, 0.1, 0.2, 1.0], help="cache fractions of the sweep (seed 0)")
+    g.add_argument("--het-sweep-bounds", type=ints, default=[0, 1, 10, 100], help="bounds of the sweep")
+    g.add_argument("--het-criteo-epochs", type=int, default=50,
+                   help="epochs on the Criteo sample (HET's run_hetu.py default: 50; 0 skips it)")
     g.add_argument("--gmp-data", type=lambda s: s.split(","), default=["criteo-sample", "synthetic"])
     g.add_argument("--gmp-rows", type=int, default=200_000)
     g.add_argument("--gmp-fields", type=int, default=8)
     g.add_argument("--gmp-ids", type=int, default=20_000)
     g.add_argument("--gmp-dim", type=int, default=64)
+    g.add_argument("--gmp-batch", type=int, default=256, help="per-worker batch size (c)")
+    g.add_argument("--gmp-lr", type=float, default=0.1, help="embedding SGD learning rate (c)")
     g.add_argument("--gmp-epochs", type=int, default=1)
     g.add_argument("--gmp-store-rate", type=float, default=0.01, help="mirrors per worker, fraction of ids")
     g.add_argument("--gmp-rounds", type=int, default=5, help="partitioner refinement rounds")

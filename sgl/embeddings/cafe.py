@@ -1,14 +1,18 @@
 r"""CAFE and CAFE+ embeddings: a sketch picks hot features, which get their own rows.
 
 A feature the sketch reports hot reads its own row of ``hot_weight``; every other feature
-reads a shared hash row ``hash_weight[hash_ids(id)]``. With ``medium_rows > 0`` (multi-level
+reads a hash row: ``hash_weight[hash_ids(id)]`` of one table shared by all fields
+(``cold="shared"``, the default), or, as the CAFE artifact lays it out (``cold="field"``),
+``id mod rows_f`` of its own field's table, with fields of at most ``2000 / ratio`` ids kept
+whole and never entering the sketch (:func:`~sgl.embeddings.tables.field_rows`). With ``medium_rows > 0`` (multi-level
 hash embedding, on by default in CAFE+) features whose score is at least
 ``medium_fraction * threshold`` but not hot read ``hash_weight[h1] + medium_weight[h2]``
 with an independent second hash ``h2``, so medium features collide less than cold ones.
 
 Training (the order of the CAFE artifact): forward → backward → :meth:`after_backward`
 inserts each occurrence's importance — the L2 norm of its embedding-gradient row, scaled
-so the batch mean is 1 (``use_frequency=True``: 1 per occurrence) — into the sketch; every
+so the batch mean is 1 (with ``cold="field"``, as the artifact, each field's mean is 1;
+``use_frequency=True``: 1 per occurrence) — into the sketch; every
 newly hot feature gets its current hash row copied into its hot row (its optimizer state
 reset) before ``optimizer.step()``.
 
@@ -42,7 +46,7 @@ from torch import nn
 from sgl.embeddings.base import FLOAT_BYTES, EmbeddingBackend, budget_bytes, check_size, copy_rows
 from sgl.embeddings.hotsketch import BUCKET_BYTES, HotSketch
 from sgl.embeddings.hotsketch_plus import HotSketchPlus
-from sgl.embeddings.tables import _check_hashable, hash_ids
+from sgl.embeddings.tables import FieldLayout, _check_hashable, check_field_dims, field_rows, hash_ids
 from sgl.errors import EmbeddingError
 
 __all__ = ["CAFEEmbedding", "CAFEPlusEmbedding", "split_budget", "paper_hyperparameters"]
@@ -116,14 +120,50 @@ def split_budget(budget: int, dim: int, hash_rate: float, filter_fraction: float
     return hot, buckets, filters, rest - medium, medium
 
 
+class _Grad:
+    """Stand-in carrying only ``.grad`` (the gradient rows of the ids that enter the sketch)."""
+
+    def __init__(self, grad: torch.Tensor) -> None:
+        self.grad = grad
+
+
+def _field_split(num_embeddings: int, dim: int, ratio: float, field_dims, exempt_small: bool
+                 ) -> Tuple[int, list]:
+    """(bytes left for hot rows, sketch and cold rows; rows of the fields kept whole or -1)."""
+    check_field_dims(field_dims, num_embeddings, "CAFE with per-field cold tables")
+    budget = budget_bytes(num_embeddings, dim, ratio)
+    whole = field_rows(field_dims, budget // (dim * FLOAT_BYTES), ratio, exempt_small)
+    whole = [r if r == d else -1 for r, d in zip(whole, field_dims)]
+    return budget - sum(r for r in whole if r > 0) * dim * FLOAT_BYTES, whole
+
+
+def _field_layout(field_dims, whole: list, hash_rows: int) -> FieldLayout:
+    """Per-field cold rows: the whole fields keep theirs, ``hash_rows`` are split over the others."""
+    comp = [f for f, r in enumerate(whole) if r < 0]
+    if hash_rows < len(comp):
+        raise EmbeddingError(f"{hash_rows} cold rows cannot give each of {len(comp)} compressed fields a row; "
+                             "use a higher hash_rate or a lower compression ratio")
+    split = field_rows([field_dims[f] for f in comp], hash_rows, 1.0, exempt_small=False)
+    rows = list(whole)
+    for f, r in zip(comp, split):
+        rows[f] = r
+    return FieldLayout(field_dims, rows)
+
+
 class _SketchEmbedding(EmbeddingBackend):
     """Hot rows chosen by a sketch + hash rows (+ optional medium rows)."""
 
     sketch: HotSketch
 
     def __init__(self, num_embeddings: int, dim: int, num_hot: int, hash_rows: int, medium_rows: int,
-                 medium_fraction: float, use_frequency: bool, init_std: float, seed: int) -> None:
+                 medium_fraction: float, use_frequency: bool, init_std: float, seed: int,
+                 layout: Optional[FieldLayout] = None) -> None:
         super().__init__(num_embeddings, dim)
+        if layout is not None:
+            check_field_dims(layout.field_dims, self.num_embeddings, "CAFE with per-field cold tables")
+            if layout.total_rows != hash_rows:
+                raise EmbeddingError(f"the field layout has {layout.total_rows} rows, hash_rows={hash_rows}")
+        self.layout = layout
         _check_hashable(self.num_embeddings)
         if self.num_embeddings > (1 << 32) - 1:
             raise EmbeddingError("CAFE keys are 4 bytes: num_embeddings must be < 2^32 - 1")
@@ -159,10 +199,20 @@ class _SketchEmbedding(EmbeddingBackend):
         """(hot id or -1, medium flag) of each id, from the sketch."""
         hot, score = self.sketch.query(flat.numpy())
         medium = self._medium_mask(hot, self._effective(score)) if self.medium_rows else np.zeros(hot.shape, bool)
-        return torch.from_numpy(hot.astype(np.int64)), torch.from_numpy(medium)
+        hot, medium = torch.from_numpy(hot.astype(np.int64)), torch.from_numpy(medium)
+        if self.layout is not None:  # ids of fields kept whole never go through the sketch
+            full = self.layout.full_mask(flat)
+            hot[full], medium[full] = -1, False
+        return hot, medium
+
+    def cold_index(self, ids: torch.Tensor) -> torch.Tensor:
+        """Row of ``hash_weight`` each id reads when it is not hot."""
+        if self.layout is None:
+            return hash_ids(ids, self.hash_rows, self.seed)
+        return self.layout.index(ids)
 
     def _cold_rows(self, flat: torch.Tensor, medium: torch.Tensor) -> torch.Tensor:
-        cold = self.hash_weight[hash_ids(flat, self.hash_rows, self.seed)]
+        cold = self.hash_weight[self.cold_index(flat)]
         if self.medium_weight is not None:
             extra = self.medium_weight[hash_ids(flat, self.medium_rows, self.seed + 1)]
             cold = cold + extra * medium[:, None].to(extra.dtype)
@@ -187,8 +237,23 @@ class _SketchEmbedding(EmbeddingBackend):
         if pending is None or pending[1].grad is None:
             return None
         flat, out = pending
+        if self.layout is not None:
+            keep = ~self.layout.full_mask(flat)
+            if not bool(keep.all()):
+                flat, grad = flat[keep], out.grad[keep.to(out.grad.device)]
+                if flat.numel() == 0:
+                    return None
+                out = _Grad(grad)
         if self.use_frequency:
             values = torch.ones(flat.numel())
+        elif self.layout is not None:  # as the artifact: each field's occurrences average 1
+            values = out.grad.detach().float().norm(dim=1).cpu()
+            field = self.layout.field_of(flat)
+            n = len(self.layout.field_dims)
+            count = torch.bincount(field, minlength=n).float()
+            total = torch.zeros(n).index_add_(0, field, values)
+            scale = torch.where(total > 0, count / total.clamp_min(1e-30), torch.zeros_like(total))
+            values = torch.where(total[field] > 0, values * scale[field], torch.ones_like(values))
         else:
             values = out.grad.detach().float().norm(dim=1).cpu()
             total = float(values.sum())
@@ -205,7 +270,7 @@ class _SketchEmbedding(EmbeddingBackend):
             return
         keys_t = torch.from_numpy(keys.astype(np.int64)).to(self.hash_weight.device)
         rows = torch.from_numpy(hot_ids.astype(np.int64)).to(self.hot_weight.device)
-        copy_rows(optimizer, self.hash_weight, hash_ids(keys_t, self.hash_rows, self.seed), self.hot_weight, rows)
+        copy_rows(optimizer, self.hash_weight, self.cold_index(keys_t), self.hot_weight, rows)
         if self.medium_weight is not None:
             self.hot_weight[rows] += self.medium_weight[hash_ids(keys_t, self.medium_rows, self.seed + 1)]
 
@@ -235,23 +300,39 @@ class CAFEEmbedding(_SketchEmbedding):
     def __init__(self, num_embeddings: int, dim: int, num_hot: int, hash_rows: int, threshold: float = 20.0,
                  decay_factor: float = 0.99, decay_every: float = 10.0, medium_rows: int = 0,
                  medium_fraction: float = 0.2, use_frequency: bool = False, init_std: float = 0.01,
-                 seed: int = 0, num_buckets: Optional[int] = None) -> None:
+                 seed: int = 0, num_buckets: Optional[int] = None, layout: Optional[FieldLayout] = None) -> None:
         self.sketch = HotSketch(num_hot if num_buckets is None else num_buckets, num_hot, threshold, decay_factor,
                                 decay_every)
         super().__init__(num_embeddings, dim, num_hot, hash_rows, medium_rows, medium_fraction, use_frequency,
-                         init_std, seed)
+                         init_std, seed, layout)
 
     @classmethod
     def from_ratio(cls, num_embeddings: int, dim: int, ratio: float, hash_rate: Optional[float] = None,
-                   threshold: Optional[float] = None, medium_rate: float = 0.0, **kwargs) -> "CAFEEmbedding":
+                   threshold: Optional[float] = None, medium_rate: float = 0.0, cold: str = "shared",
+                   field_dims=None, exempt_small: bool = True, **kwargs) -> "CAFEEmbedding":
         """Spend exactly the bytes of ``ratio``× compression (:func:`~sgl.embeddings.base.budget_bytes`);
-        ``hash_rate``/``threshold`` default to the CAFE artifact's values for that ratio."""
-        budget = budget_bytes(num_embeddings, dim, ratio)
+        ``hash_rate``/``threshold`` default to the CAFE artifact's values for that ratio.
+        ``cold="field"`` (needs ``field_dims``) gives each field its own cold table as the artifact
+        does; the fields it keeps whole are paid first, the formula splits the rest.
+
+        >>> emb = CAFEEmbedding.from_ratio(20_100, 8, ratio=10, cold="field", field_dims=[20_000, 100])
+        >>> emb.layout.rows[1], emb.memory_bytes() == 2_010 * 8 * 4      # the 100-id field kept whole
+        (100, True)
+        """
+        budget, whole = budget_bytes(num_embeddings, dim, ratio), None
+        if cold == "field":
+            budget, whole = _field_split(num_embeddings, dim, ratio, field_dims, exempt_small)
+        elif cold != "shared":
+            raise EmbeddingError(f"cold must be 'shared' or 'field', got {cold!r}")
         paper_threshold, paper_rate = paper_hyperparameters(ratio)
         hot, buckets, _, hash_rows, medium_rows = split_budget(
             budget, dim, paper_rate if hash_rate is None else hash_rate, medium_rate=medium_rate)
+        layout = None
+        if whole is not None:
+            layout = _field_layout(field_dims, whole, hash_rows)
+            hash_rows = layout.total_rows
         return cls(num_embeddings, dim, hot, hash_rows, threshold=paper_threshold if threshold is None else threshold,
-                   medium_rows=medium_rows, num_buckets=buckets, **kwargs)
+                   medium_rows=medium_rows, num_buckets=buckets, layout=layout, **kwargs)
 
     def after_backward(self, optimizer: Optional[torch.optim.Optimizer] = None) -> None:
         found = self.importance()
@@ -275,21 +356,31 @@ class CAFEPlusEmbedding(_SketchEmbedding):
     def __init__(self, num_embeddings: int, dim: int, num_hot: int, hash_rows: int, num_filter_buckets: int,
                  medium_rows: int = 0, threshold: float = 1.0, alpha: float = 1.0005, adjust_every: int = 10,
                  medium_fraction: float = 0.2, use_frequency: bool = False, init_std: float = 0.01,
-                 seed: int = 0) -> None:
+                 seed: int = 0, layout: Optional[FieldLayout] = None) -> None:
         self.sketch = HotSketchPlus(num_hot, num_hot, num_filter_buckets, threshold, alpha, adjust_every,
                                     promote_fraction=medium_fraction)
         super().__init__(num_embeddings, dim, num_hot, hash_rows, medium_rows, medium_fraction, use_frequency,
-                         init_std, seed)
+                         init_std, seed, layout)
 
     @classmethod
     def from_ratio(cls, num_embeddings: int, dim: int, ratio: float, hash_rate: Optional[float] = None,
-                   medium_rate: float = 0.5, filter_fraction: float = 1 / 9, **kwargs) -> "CAFEPlusEmbedding":
+                   medium_rate: float = 0.5, filter_fraction: float = 1 / 9, cold: str = "shared",
+                   field_dims=None, exempt_small: bool = True, **kwargs) -> "CAFEPlusEmbedding":
         """Exactly the bytes of ``ratio``× compression; ``hash_rate`` defaults to the artifact's
-        value for that ratio, of which ``medium_rate`` goes to the medium table."""
-        budget = budget_bytes(num_embeddings, dim, ratio)
+        value for that ratio, of which ``medium_rate`` goes to the medium table; ``cold`` as in
+        :meth:`CAFEEmbedding.from_ratio`."""
+        budget, whole = budget_bytes(num_embeddings, dim, ratio), None
+        if cold == "field":
+            budget, whole = _field_split(num_embeddings, dim, ratio, field_dims, exempt_small)
+        elif cold != "shared":
+            raise EmbeddingError(f"cold must be 'shared' or 'field', got {cold!r}")
         rate = paper_hyperparameters(ratio)[1] if hash_rate is None else hash_rate
         hot, _, filters, hash_rows, medium_rows = split_budget(budget, dim, rate, filter_fraction, medium_rate)
-        return cls(num_embeddings, dim, hot, hash_rows, filters, medium_rows, **kwargs)
+        layout = None
+        if whole is not None:
+            layout = _field_layout(field_dims, whole, hash_rows)
+            hash_rows = layout.total_rows
+        return cls(num_embeddings, dim, hot, hash_rows, filters, medium_rows, layout=layout, **kwargs)
 
     def _effective(self, score: np.ndarray) -> np.ndarray:
         return score / np.float32(self.sketch.scale)

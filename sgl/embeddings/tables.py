@@ -13,7 +13,7 @@ r"""Static embedding tables: full, hashing trick, quotient-remainder.
 from __future__ import annotations
 
 import math
-from typing import Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -21,7 +21,8 @@ from torch import nn
 from sgl.embeddings.base import FLOAT_BYTES, EmbeddingBackend, budget_bytes, check_size
 from sgl.errors import EmbeddingError
 
-__all__ = ["FullEmbedding", "HashEmbedding", "FieldHashEmbedding", "QREmbedding", "hash_ids"]
+__all__ = ["FullEmbedding", "HashEmbedding", "FieldHashEmbedding", "QREmbedding", "hash_ids", "field_rows",
+           "FieldLayout"]
 
 _PRIME = 2_147_483_647  # 2^31 - 1
 _MULT = 1_000_000_007
@@ -163,17 +164,106 @@ class QREmbedding(EmbeddingBackend):
         return f"{super().extra_repr()}, q={self.q}, m={self.m}"
 
 
+def check_field_dims(field_dims: object, num_embeddings: int, who: str) -> None:
+    """Raise EmbeddingError unless ``field_dims`` is a list of field sizes summing to ``num_embeddings``."""
+    if field_dims is None or sum(field_dims) != num_embeddings:
+        raise EmbeddingError(f"{who} needs field_dims summing to num_embeddings={num_embeddings}, "
+                             f"got {field_dims!r}")
+
+
+def field_rows(field_dims: Sequence[int], total_rows: int, ratio: float, exempt_small: bool = True) -> List[int]:
+    """Rows per field for ``total_rows`` rows at ``ratio``x, as the CAFE artifact lays fields out.
+
+    A field of ``n`` ids is compressed only when ``n > 2000 / ratio`` (the artifact's
+    ``n > 2000 * compress_rate``); smaller fields keep one row per id (``rows[f] == n``), their
+    rows taken from the budget first, smallest fields first while every compressed field can
+    still get a row.  The rest is split over the compressed fields in proportion to their ids
+    (largest remainders, at least one row each).
+
+    >>> field_rows([1_000, 150, 10], 200, ratio=10)       # 150 and 10 <= 2000/10: kept whole
+    [40, 150, 10]
+    >>> field_rows([1_000, 150, 10], 200, ratio=10, exempt_small=False)
+    [172, 26, 2]
+    """
+    dims = [check_size(d, "field_dims[i]") for d in field_dims]
+    total_rows = int(total_rows)
+    if total_rows < len(dims):
+        raise EmbeddingError(f"a budget of {total_rows} rows cannot give each of {len(dims)} fields a row")
+    full = [False] * len(dims)
+    if exempt_small:
+        left = total_rows
+        for f in sorted(range(len(dims)), key=lambda f: dims[f]):
+            others = sum(1 for g in range(len(dims)) if not full[g] and g != f)
+            if dims[f] > 2000 / float(ratio) or left - dims[f] < others:
+                break
+            full[f], left = True, left - dims[f]
+    rows = [dims[f] if full[f] else 0 for f in range(len(dims))]
+    comp = [f for f in range(len(dims)) if not full[f]]
+    if comp:
+        total = total_rows - sum(rows)
+        n_comp = sum(dims[f] for f in comp)
+        share = {f: total * dims[f] / n_comp for f in comp}
+        for f in comp:
+            rows[f] = max(1, int(share[f]))
+        order = sorted(comp, key=lambda f: share[f] - int(share[f]), reverse=True)
+        i = 0
+        while sum(rows) < total_rows:
+            rows[order[i % len(order)]] += 1
+            i += 1
+        while sum(rows) > total_rows:  # the max(1, .) floors overshot: take rows back from the largest fields
+            rows[max(comp, key=lambda f: rows[f])] -= 1
+    return rows
+
+
+class FieldLayout:
+    """Per-field tables in one weight: global id ``offset_f + i`` reads row ``start_f + i mod rows[f]``.
+
+    A field with ``rows[f] == field_dims[f]`` is stored in full (:meth:`full_mask`).
+
+    >>> layout = FieldLayout([1_000, 10], [100, 10])
+    >>> layout.index(torch.tensor([7, 107, 1_003])).tolist(), layout.full_mask(torch.tensor([7, 1_003])).tolist()
+    ([7, 7, 103], [False, True])
+    """
+
+    def __init__(self, field_dims: Sequence[int], rows: Sequence[int]) -> None:
+        self.field_dims = [check_size(d, "field_dims[i]") for d in field_dims]
+        self.rows = [check_size(r, "rows[i]") for r in rows]
+        if len(self.rows) != len(self.field_dims):
+            raise EmbeddingError(f"{len(self.field_dims)} fields but {len(self.rows)} row counts")
+        self.id_offsets = torch.tensor([0] + self.field_dims, dtype=torch.int64).cumsum(0)
+        self.row_offsets = torch.tensor([0] + self.rows[:-1], dtype=torch.int64).cumsum(0)
+        self._rows = torch.tensor(self.rows, dtype=torch.int64)
+        self._full = torch.tensor([r == d for r, d in zip(self.rows, self.field_dims)])
+
+    @property
+    def total_rows(self) -> int:
+        return sum(self.rows)
+
+    def field_of(self, ids: torch.Tensor) -> torch.Tensor:
+        return torch.searchsorted(self.id_offsets, ids.cpu(), right=True) - 1
+
+    def index(self, ids: torch.Tensor) -> torch.Tensor:
+        f = self.field_of(ids)
+        local = ids.cpu() - self.id_offsets[f]
+        return (self.row_offsets[f] + local % self._rows[f]).to(ids.device)
+
+    def full_mask(self, ids: torch.Tensor) -> torch.Tensor:
+        return self._full[self.field_of(ids)].to(ids.device)
+
+
 class FieldHashEmbedding(EmbeddingBackend):
     """The hashing trick per field (the CAFE artifact's hash baseline): field ``f`` owns
     ``rows[f]`` rows and its local id ``i`` reads its own row ``i mod rows[f]``, so ids only
-    collide with ids of the same field. ``rows`` split a row budget over the fields in
-    proportion to ``field_dims`` (largest remainders; at least one row each).
+    collide with ids of the same field. :meth:`from_ratio` lays the fields out with
+    :func:`field_rows`: fields of at most ``2000 / ratio`` ids are kept whole (the artifact's
+    small-field rule, ``exempt_small=True``), the rest of the row budget is split over the
+    other fields in proportion to their ids.
 
     Example:
         >>> emb = FieldHashEmbedding.from_ratio(1_100, 4, ratio=10, field_dims=[1_000, 100])
-        >>> emb.rows, emb.memory_bytes() == 110 * 4 * 4
-        ([100, 10], True)
-        >>> torch.equal(emb(torch.tensor([[5, 1_005]]))[0, 1], emb.weight[100 + 5])
+        >>> emb.rows, emb.memory_bytes() == 110 * 4 * 4      # the 100-id field is kept whole
+        ([10, 100], True)
+        >>> torch.equal(emb(torch.tensor([[5, 1_005]]))[0, 1], emb.weight[10 + 5])
         True
     """
 
@@ -193,23 +283,10 @@ class FieldHashEmbedding(EmbeddingBackend):
 
     @classmethod
     def from_ratio(cls, num_embeddings: int, dim: int, ratio: float, field_dims: Sequence[int] = None,
-                   **kwargs) -> "FieldHashEmbedding":
-        if field_dims is None or sum(field_dims) != num_embeddings:
-            raise EmbeddingError(f"per-field hashing needs field_dims summing to num_embeddings={num_embeddings}, "
-                                 f"got {field_dims!r}")
+                   exempt_small: bool = True, **kwargs) -> "FieldHashEmbedding":
+        check_field_dims(field_dims, num_embeddings, "per-field hashing")
         total = budget_bytes(num_embeddings, dim, ratio) // (dim * FLOAT_BYTES)
-        if total < len(field_dims):
-            raise EmbeddingError(f"a budget of {total} rows cannot give each of {len(field_dims)} fields a row")
-        share = [total * d / num_embeddings for d in field_dims]
-        rows = [max(1, int(s)) for s in share]
-        order = sorted(range(len(rows)), key=lambda f: share[f] - int(share[f]), reverse=True)
-        i = 0
-        while sum(rows) < total:
-            rows[order[i % len(rows)]] += 1
-            i += 1
-        while sum(rows) > total:  # the max(1, .) floors overshot: take rows back from the largest fields
-            rows[max(range(len(rows)), key=lambda f: rows[f])] -= 1
-        return cls(field_dims, dim, rows, **kwargs)
+        return cls(field_dims, dim, field_rows(field_dims, total, ratio, exempt_small), **kwargs)
 
     def reset_parameters(self) -> None:
         nn.init.normal_(self.weight, 0.0, self.init_std)

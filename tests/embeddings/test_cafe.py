@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from sgl.embeddings import (CAFEEmbedding, CAFEPlusEmbedding, CountMinTopK, HotSketch, HotSketchPlus, SpaceSaving,
-                            budget_bytes, hash_ids, split_budget)
+                            budget_bytes, build_embedding, hash_ids, split_budget)
 from sgl.embeddings.hotsketch import EMPTY_KEY, bucket_of
 from sgl.errors import EmbeddingError
 
@@ -241,3 +241,53 @@ def test_migration_carries_the_hash_rows_optimizer_state():
     assert torch.equal(state_hot["exp_avg"][hot_id], state_hash["exp_avg"][row])
     assert torch.equal(state_hot["exp_avg_sq"][hot_id], state_hash["exp_avg_sq"][row])
     assert state_hash["exp_avg_sq"][row].abs().sum() > 0
+
+
+@pytest.mark.parametrize("kind", ["cafe", "cafe+"])
+@pytest.mark.parametrize("ratio", [10, 100, 1000])
+def test_field_layout_spends_exactly_the_budget(kind, ratio):
+    dims = [150_000, 40_000, 9_000, 900, 100]
+    emb = build_embedding(kind, sum(dims), 16, ratio=ratio, cold="field", field_dims=dims, hash_rate=0.5)
+    assert emb.memory_bytes() == budget_bytes(sum(dims), 16, ratio)
+    whole = [f for f, (r, d) in enumerate(zip(emb.layout.rows, dims)) if r == d]
+    assert whole == [f for f, d in enumerate(dims) if d <= 2000 / ratio]
+
+
+def test_field_layout_reads_per_field_rows_and_keeps_whole_fields_out_of_the_sketch():
+    dims = [5_000, 100]
+    emb = CAFEEmbedding.from_ratio(sum(dims), 4, ratio=10, cold="field", field_dims=dims, hash_rate=0.5,
+                                   threshold=0.5)
+    rows = emb.layout.rows
+    assert rows[1] == 100 and rows[0] == emb.hash_rows - 100
+    ids = torch.tensor([[3, 5_000 + 7], [3 + rows[0], 5_000 + 7]])
+    out = emb(ids)
+    assert torch.equal(out[0, 0], emb.hash_weight[3]) and torch.equal(out[1, 0], out[0, 0])  # id mod rows_0
+    assert torch.equal(out[0, 1], emb.hash_weight[rows[0] + 7])                              # whole field
+    (out * torch.randn_like(out)).sum().backward()
+    emb.after_backward()
+    hot, _ = emb.sketch.query(np.array([3, 3 + rows[0], 5_007]))
+    assert hot[0] >= 0 and hot[1] >= 0 and hot[2] == -1  # compressed ids become hot, whole-field ids never
+    # a newly hot id starts from its own field's cold row
+    assert torch.equal(emb.hot_weight[hot[0]], emb.hash_weight[3])
+    out2 = emb(ids)
+    assert torch.equal(out2[0, 1], emb.hash_weight[rows[0] + 7])
+
+
+def test_field_layout_importance_is_normalised_per_field():
+    dims = [5_000, 5_000]
+    emb = CAFEEmbedding.from_ratio(sum(dims), 4, ratio=10, cold="field", field_dims=dims, hash_rate=0.5)
+    ids = torch.tensor([[1, 5_001], [2, 5_002], [2, 5_003]])
+    out = emb(ids)
+    (out[:, 0] * 100.0 + out[:, 1] * torch.tensor([1.0, 2.0, 3.0])[:, None]).sum().backward()
+    keys, values = emb.importance()
+    per_key = dict(zip(keys.tolist(), values.tolist()))
+    assert per_key[1] + per_key[2] == pytest.approx(3.0) and per_key[5_001] + per_key[5_002] + per_key[5_003] == \
+        pytest.approx(3.0)
+    assert per_key[5_003] == pytest.approx(3 * 3 / 6)
+
+
+def test_field_layout_bad_inputs():
+    with pytest.raises(EmbeddingError, match="field_dims summing"):
+        CAFEEmbedding.from_ratio(1_000, 4, ratio=10, cold="field", field_dims=[10])
+    with pytest.raises(EmbeddingError, match="cold must be"):
+        CAFEEmbedding.from_ratio(1_000, 4, ratio=10, cold="fields")

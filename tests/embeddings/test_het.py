@@ -266,3 +266,56 @@ def test_het_and_gmp_layers_drive_a_ctr_model() -> None:
         emb.step()
         emb.flush()
         assert emb.transport.stats.rows_pushed > before
+
+
+@pytest.mark.parametrize("policy", ["lru", "lfu_pinned"])
+def test_counters_account_for_every_row_and_byte(policy: str) -> None:
+    from sgl.embeddings.het import CacheCounters
+
+    vocab, dim = 300, 4
+    ids = zipf_ids(3 * 8 * 25, 6, vocab, seed=11)
+    labels = torch.rand(ids.shape[0]).round()
+    server, workers = make_workers(3, vocab, dim, capacity=12, bound=2, policy=policy, unit="occurrence")
+    run_simulation(workers, ids, labels, 8, torch.ones(dim))
+    for w in workers:
+        w.flush()
+    total = CacheCounters()
+    for w in workers:
+        c, st = w.worker.counters, w.transport.stats
+        assert c.rows_fetched == st.rows_fetched and c.rows_pushed == st.rows_pushed
+        assert c.unique == st.keys_requested and c.hits == w.worker.hits
+        assert st.total_bytes == 16 * c.unique + (16 + 4 * dim) * (c.rows_fetched + c.rows_pushed)
+        total = total + c
+    assert total.occurrences == ids.numel()
+    # a tiny cache: misses, evictions and (pinned) bypasses all happen; every update reaches the server
+    assert total.fetched_new > 0 and total.pushed_evicted > 0 and total.fetched_stale > 0
+    if policy == "lfu_pinned":
+        assert total.fetched_bypass > 0 and total.pushed_bypass == total.fetched_bypass
+    assert int(server.versions().sum()) == ids.numel()
+
+
+def test_steady_state_reduction_matches_a_long_shared_run() -> None:
+    """4 workers, a cache holding every row, uniform ids: after the cold start the measured reduction
+    vs the no-cache PS approaches the analytic steady state (from below: cold misses, final flush)."""
+    from sgl.embeddings.het import NoCacheEmbedding, steady_state_reduction
+
+    vocab, dim, bound, rounds, batch = 64, 8, 3, 400, 4
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, vocab, (rounds * 4 * batch, 2), generator=g)
+    bytes_ = {}
+    for kind in ("het", "ps"):
+        server = ShardedServer(vocab, dim, num_shards=4, seed=0)
+        cfg = HETConfig(vocab, dim, vocab, policy="lru", bound=bound, lr=0.1)
+        cls = HETEmbedding if kind == "het" else NoCacheEmbedding
+        workers = [cls(cfg, LocalTransport(server)) for _ in range(4)]
+        run_simulation(workers, ids, torch.zeros(ids.shape[0]), batch, torch.ones(dim))
+        bytes_[kind] = sum(w.transport.stats.total_bytes for w in workers)
+    measured = 1 - bytes_["het"] / bytes_["ps"]
+    keys = 2 * batch
+    rate = 1 - (1 - 1 / vocab) ** keys                       # P(a key is in one worker's batch)
+    expected = steady_state_reduction(bound, 4, dim, rate=rate, occurrences=keys / vocab / rate)
+    assert expected - 0.04 < measured < expected + 0.01, (measured, expected)
+    # the hot limit (every batch) and the rare limit bracket it
+    assert steady_state_reduction(bound, 4, dim, rate=1.0) < expected < steady_state_reduction(bound, 4, dim)
+    with pytest.raises(EmbeddingError, match="bound >= 0"):
+        steady_state_reduction(-1, 4, dim)

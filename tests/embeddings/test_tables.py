@@ -94,7 +94,7 @@ def test_unknown_backend_and_bad_options():
 def test_field_hash_keeps_collisions_inside_a_field():
     from sgl.embeddings import FieldHashEmbedding
 
-    emb = FieldHashEmbedding.from_ratio(1_010, 4, ratio=10, field_dims=[1_000, 10])
+    emb = FieldHashEmbedding.from_ratio(1_010, 4, ratio=10, field_dims=[1_000, 10], exempt_small=False)
     assert emb.rows == [100, 1] and emb.memory_bytes() == 101 * 4 * 4
     out = emb(torch.tensor([[7, 1_003], [107, 1_009]]))
     assert torch.equal(out[0, 0], out[1, 0]) and torch.equal(out[0, 1], out[1, 1])
@@ -105,3 +105,27 @@ def test_field_hash_keeps_collisions_inside_a_field():
         FieldHashEmbedding.from_ratio(1_010, 4, ratio=1_000, field_dims=[1_000, 10])
     with pytest.raises(EmbeddingError, match="2 fields"):
         emb(torch.tensor([[1, 2, 3]]))
+
+
+def test_field_hash_keeps_small_fields_whole_as_the_cafe_artifact():
+    """A field of n ids is compressed only when n > 2000 / ratio; smaller fields are paid first."""
+    from sgl.embeddings import FieldHashEmbedding
+    from sgl.embeddings.tables import field_rows
+
+    dims = [50_000, 3_000, 150, 15, 2]
+    for ratio, whole in [(10, {2, 3, 4}), (100, {3, 4}), (1_000, {4})]:
+        total = round(sum(dims) / ratio)
+        rows = field_rows(dims, total, ratio)
+        assert sum(rows) == total
+        assert {f for f in range(len(dims)) if rows[f] == dims[f]} == whole
+        comp = [f for f in range(len(dims)) if f not in whole]
+        assert rows[comp[0]] >= rows[comp[1]] >= 1  # the rest in proportion to the ids
+        emb = FieldHashEmbedding.from_ratio(sum(dims), 4, ratio=ratio, field_dims=dims)
+        assert emb.rows == rows and emb.memory_bytes() == budget_bytes(sum(dims), 4, ratio)
+    # whole fields only while every compressed field keeps a row: 3 rows for fields of 2, 2, 1000
+    assert field_rows([2, 2, 1_000], 3, ratio=1_000) == [1, 1, 1]
+    assert field_rows([2, 2, 1_000], 5, ratio=1_000) == [2, 2, 1]
+    emb = FieldHashEmbedding.from_ratio(1_004, 2, ratio=200, field_dims=[1_000, 4])
+    ids = torch.tensor([[0, 1_000], [1, 1_001], [2, 1_002], [3, 1_003]])
+    out = emb(ids)
+    assert torch.unique(out[:, 1], dim=0).shape[0] == 4  # the 4-id field: one row per id

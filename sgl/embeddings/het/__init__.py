@@ -8,15 +8,18 @@ talking to the server through a :class:`Transport`: the in-process
 """
 from sgl.embeddings.het.cache import POLICIES, CachePolicy, EmbeddingCache
 from sgl.embeddings.het.embedding import (
-    HETConfig, HETEmbedding, HETWorker, NoCacheEmbedding, NoCacheWorker, WorkerEmbedding, check_ids,
+    CacheCounters, HETConfig, HETEmbedding, HETWorker, NoCacheEmbedding, NoCacheWorker, WorkerEmbedding,
+    check_ids,
 )
 from sgl.embeddings.het.server import PullReply, ServerShard, ShardedServer, init_rows
-from sgl.embeddings.het.transport import DistTransport, LocalTransport, TrafficStats, Transport
+from sgl.embeddings.het.transport import (
+    DistTransport, LocalTransport, TrafficStats, Transport, steady_state_reduction,
+)
 
 __all__ = [
     "CachePolicy", "POLICIES", "EmbeddingCache",
-    "HETConfig", "HETEmbedding", "HETWorker", "WorkerEmbedding", "NoCacheEmbedding", "NoCacheWorker",
+    "CacheCounters", "HETConfig", "HETEmbedding", "HETWorker", "WorkerEmbedding", "NoCacheEmbedding", "NoCacheWorker",
     "check_ids",
     "PullReply", "ServerShard", "ShardedServer", "init_rows",
-    "Transport", "LocalTransport", "DistTransport", "TrafficStats",
+    "Transport", "LocalTransport", "DistTransport", "TrafficStats", "steady_state_reduction",
 ]

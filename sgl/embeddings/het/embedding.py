@@ -22,7 +22,7 @@ AUC (see docs/embeddings.md).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Literal
 
 import torch
@@ -33,7 +33,7 @@ from sgl.embeddings.het.cache import POLICIES, CachePolicy, EmbeddingCache
 from sgl.embeddings.het.transport import Transport
 from sgl.errors import ConfigError, EmbeddingError
 
-__all__ = ["HETConfig", "HETWorker", "WorkerEmbedding", "HETEmbedding", "NoCacheWorker",
+__all__ = ["HETConfig", "CacheCounters", "HETWorker", "WorkerEmbedding", "HETEmbedding", "NoCacheWorker",
            "NoCacheEmbedding", "check_ids"]
 
 
@@ -98,6 +98,47 @@ def check_ids(ids: torch.Tensor, num_embeddings: int, who: str) -> None:
             )
 
 
+@dataclass
+class CacheCounters:
+    """Where one HET worker's rows travel, by reason (rows, not bytes).
+
+    ``occurrences`` counts looked-up keys with duplicates, ``unique`` without.
+    Rows fetched: ``fetched_new`` (a key that was not cached and got a line: a
+    miss), ``fetched_stale`` (a cached line more than ``bound`` updates behind:
+    a refresh), ``fetched_bypass`` (a key that got no line: a full pinned cache).
+    Rows pushed: ``pushed_bound`` (a line holding more than ``push_bound``
+    updates), ``pushed_evicted`` (an evicted line with pending updates),
+    ``pushed_bypass`` (the update of a key without a line), ``pushed_flush``
+    (pending updates sent by :meth:`HETWorker.flush`).
+
+    >>> c = CacheCounters(unique=4, fetched_new=1, pushed_bound=2)
+    >>> c.rows_fetched, c.rows_pushed
+    (1, 2)
+    """
+
+    occurrences: int = 0
+    unique: int = 0
+    hits: int = 0
+    fetched_new: int = 0
+    fetched_stale: int = 0
+    fetched_bypass: int = 0
+    pushed_bound: int = 0
+    pushed_evicted: int = 0
+    pushed_bypass: int = 0
+    pushed_flush: int = 0
+
+    @property
+    def rows_fetched(self) -> int:
+        return self.fetched_new + self.fetched_stale + self.fetched_bypass
+
+    @property
+    def rows_pushed(self) -> int:
+        return self.pushed_bound + self.pushed_evicted + self.pushed_bypass + self.pushed_flush
+
+    def __add__(self, other: "CacheCounters") -> "CacheCounters":
+        return CacheCounters(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+
 class HETWorker:
     """The cache protocol of one worker (no autograd; see :class:`HETEmbedding`)."""
 
@@ -116,6 +157,8 @@ class HETWorker:
         self.read_versions = torch.zeros(0, dtype=torch.int64)
         self.lookups = 0
         self.hits = 0
+        #: Rows fetched and pushed, by reason (see :class:`CacheCounters`).
+        self.counters = CacheCounters()
 
     def lookup(self, keys: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         """Values ``[len(keys), dim]`` of unique ``keys`` (int64) used ``counts`` times."""
@@ -139,6 +182,13 @@ class HETWorker:
         out[cached] = cache.value[slots[cached]]
         pos = reply.positions
         assert reply.versions is not None
+        c = self.counters
+        c.occurrences += int(counts.sum())
+        c.unique += keys.numel()
+        c.hits += int(hit.sum())
+        c.fetched_stale += int(hit[pos].sum())
+        c.fetched_bypass += int((~cached[pos]).sum())
+        c.fetched_new += int((cached[pos] & ~hit[pos]).sum())
         into_cache = cached[pos]
         s = slots[pos[into_cache]]
         cache.value[s] = reply.values[into_cache] + cache.pending[s]
@@ -173,9 +223,12 @@ class HETWorker:
         cache.updates[due] = 0
         bypass = ~cached
         parts.append((keys[bypass], deltas[bypass], counts[bypass]))
+        self.counters.pushed_bound += due.numel()
+        self.counters.pushed_bypass += int(bypass.sum())
         self._push(parts)
 
     def _push(self, parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> None:
+        self.counters.pushed_evicted += sum(e[0].numel() for e in self._evicted)
         parts = parts + self._evicted
         self._evicted = []
         self.transport.push(
@@ -191,6 +244,7 @@ class HETWorker:
         cache.version[due] += cache.updates[due]
         cache.pending[due] = 0.0
         cache.updates[due] = 0
+        self.counters.pushed_flush += due.numel()
         self._push(parts)
 
     @property
