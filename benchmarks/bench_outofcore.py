@@ -3,11 +3,16 @@ Ginex-like and OUTRE at the same memory budget, in one run.
 
 Two parts:
 1. a synthetic graph written to disk (default 2M nodes, avg. degree ~10, 128 float32
-   features = 1 GB, far above the 256 MB budget): per-epoch bytes/requests read from the
-   store, epoch time and (sampled) test accuracy of every method;
+   features = 1 GB, far above the 256 MB budget; 2 % training nodes and batches of 200, so an
+   epoch is 200 batches and OUTRE's staleness bound of 100 iterations is half an epoch): per-epoch
+   bytes/requests read from the store, epoch time, (sampled) test accuracy of every method, and
+   how many cached embeddings OUTRE pulled, pushed and recomputed (refreshed) per epoch;
 2. Cora written to disk (if ``--cora-root`` is given or ../shared/datasets exists): test
    accuracy over seeds (validation-selected epoch, exact full-neighbour evaluation) and bytes
-   per epoch at a budget below Cora's 15.5 MB of features.
+   per epoch at a budget below Cora's 15.5 MB of features, for LRU, Ginex-like and a grid of
+   OUTRE settings (``--cora-candidates``). The OUTRE setting reported against the target is
+   picked *without test accuracy*: among the candidates that read at most ``1 - --cora-saving``
+   of Ginex-like's bytes, the one with the best mean validation accuracy.
 
 The synthetic graph has community structure (the locality OUTRE's partitions exploit, as in
 real citation/product graphs): nodes are split into communities of ``--community`` nodes with
@@ -36,8 +41,14 @@ from sgl.samplers import StoreWriter, open_store, write_store  # noqa: E402
 from sgl.samplers.outofcore import OutOfCoreConfig, OutOfCoreTrainer  # noqa: E402
 
 METHODS = ("lru", "ginex", "outre")
-#: ablation rows: OUTRE's partition batches and neighbour cache without the embedding cache
-VARIANTS = {"outre-noemb": {"method": "outre", "embedding_cache": False}}
+#: ablation rows: OUTRE's partition batches and neighbour cache without the embedding cache;
+#: OUTRE with each partition group's CSR loaded up front (instead of neighbour lists on demand)
+VARIANTS = {"outre-noemb": {"method": "outre", "embedding_cache": False},
+            "outre-gcsr": {"method": "outre", "group_csr": True}}
+#: OUTRE settings tried on Cora: staleness bound (iterations) x share of first-hop nodes the
+#: embedding cache may hold (``embedding_top``); profiled over 5 epochs (Cora has ~9 batches each)
+CORA_CANDIDATES = ";".join(f"staleness={s},embedding_top={t},profile_epochs=5"
+                           for s in (10, 20, 40, 100) for t in (1.0, 0.3, 0.15))
 
 
 def _method(name: str) -> dict:
@@ -54,8 +65,28 @@ def _runs(methods, staleness_values):
     return runs
 
 
+def parse_candidates(text: str) -> list:
+    """``"staleness=20,embedding_top=0.3;staleness=40"`` -> a list of OutOfCoreConfig overrides."""
+    out = []
+    for chunk in (c for c in text.split(";") if c.strip()):
+        item = {}
+        for pair in chunk.split(","):
+            key, _, value = pair.partition("=")
+            value = value.strip()
+            item[key.strip()] = {"true": True, "false": False}.get(value.lower(), None)
+            if item[key.strip()] is None:
+                item[key.strip()] = float(value) if any(ch in value for ch in ".e") else int(value)
+        out.append(item)
+    return out
+
+
+def _name(overrides: dict) -> str:
+    short = {"staleness": "s", "embedding_top": "top", "profile_epochs": "prof", "group_csr": "gcsr"}
+    return "outre(" + ",".join(f"{short.get(k, k)}={v}" for k, v in overrides.items()) + ")"
+
+
 def build_synthetic(path: Path, nodes: int, features: int, degree: int, community: int, intra: float,
-                    signal: float = 0.1, seed: int = 0) -> Path:
+                    signal: float = 0.1, seed: int = 0, train_fraction: float = 0.01) -> Path:
     if (path / "manifest.json").exists():
         return path
     rng = np.random.default_rng(seed)
@@ -88,7 +119,7 @@ def build_synthetic(path: Path, nodes: int, features: int, degree: int, communit
     val = np.zeros(nodes, dtype=bool)
     test = np.zeros(nodes, dtype=bool)
     order = rng.permutation(nodes)
-    n_train, n_val, n_test = nodes // 100, nodes // 200, nodes // 100
+    n_train, n_val, n_test = int(nodes * train_fraction), nodes // 200, nodes // 100
     train[order[:n_train]] = True
     val[order[n_train:n_train + n_val]] = True
     test[order[n_train + n_val:n_train + n_val + n_test]] = True
@@ -112,8 +143,10 @@ def build_synthetic(path: Path, nodes: int, features: int, degree: int, communit
 
 
 def run_synthetic(args) -> dict:
-    path = build_synthetic(Path(args.workdir) / f"synthetic_{args.nodes}_{args.features}_{args.signal}", args.nodes,
-                           args.features, args.degree, args.community, args.intra, args.signal)
+    tag = "" if args.train_fraction == 0.01 else f"_train{args.train_fraction}"
+    path = build_synthetic(Path(args.workdir) / f"synthetic_{args.nodes}_{args.features}_{args.signal}{tag}",
+                           args.nodes, args.features, args.degree, args.community, args.intra, args.signal,
+                           train_fraction=args.train_fraction)
     rows = {}
     for name, method, staleness in _runs(args.methods, args.staleness):
         store = open_store(path, verify="size")
@@ -126,14 +159,21 @@ def run_synthetic(args) -> dict:
         acc = trainer.evaluate("test", max_nodes=args.eval_nodes)
         last = epochs[-1]
         rows[name] = {"bytes_per_epoch": last["bytes_read"], "requests_per_epoch": last["requests"],
-                        "epoch_time_s": last["time_s"], "test_acc": acc, "prep_time_s": prep_time,
-                        "prep_bytes": trainer.prep["bytes_read"], "feature_hit_rate": last["feature_hit_rate"],
-                        "peak_budget_bytes": last["peak_budget_bytes"], "by_kind": last["by_kind"],
-                        "all_epochs_bytes": [e["bytes_read"] for e in epochs],
-                        "prep": {k: v for k, v in trainer.prep.items() if not isinstance(v, (list, dict))}}
+                      "epoch_time_s": last["time_s"], "test_acc": acc, "prep_time_s": prep_time,
+                      "prep_bytes": trainer.prep["bytes_read"], "feature_hit_rate": last["feature_hit_rate"],
+                      "peak_budget_bytes": last["peak_budget_bytes"], "by_kind": last["by_kind"],
+                      "batches_per_epoch": last["batches"], "staleness": staleness,
+                      "embedding_pulls": last["embedding_pulls"], "embedding_pushes": last["embedding_pushes"],
+                      "embedding_refreshes": last["embedding_refreshes"],
+                      "all_epochs": [{k: v for k, v in e.items() if k != "by_kind"} for e in epochs],
+                      "prep": {k: v for k, v in trainer.prep.items() if not isinstance(v, (list, dict))}}
+        emb = (f"  embeddings pulled {last['embedding_pulls']:,} pushed {last['embedding_pushes']:,} "
+               f"recomputed {last['embedding_refreshes']:,}" if trainer.emb_cache is not None else "")
         print(f"  {name:15s} bytes/epoch {last['bytes_read'] / 2**20:9.1f} MiB  requests {last['requests']:>9,}  "
               f"epoch {last['time_s']:6.1f} s  test acc {100 * acc:5.1f}  hit rate {last['feature_hit_rate']:.2f}  "
-              f"peak budget use {last['peak_budget_bytes'] / 2**20:.0f} MiB  (prep {prep_time:.1f} s)", flush=True)
+              f"peak budget use {last['peak_budget_bytes'] / 2**20:.0f} MiB  (prep {prep_time:.1f} s){emb}  "
+              f"by kind {{{', '.join(f'{k}: {v['bytes'] / 2**20:.1f}' for k, v in last['by_kind'].items())}}} MiB",
+              flush=True)
     return rows
 
 
@@ -144,24 +184,46 @@ def run_cora(args) -> dict:
     path = Path(args.workdir) / "cora_store"
     if not (path / "manifest.json").exists():
         write_store(graph, path)
-    rows = {}
     full = [int(graph.degree().max())] * len(args.fanouts)
-    for name, method, staleness in _runs(args.methods, args.cora_staleness):
-        accs, bytes_ = [], []
+    runs = [(m, _method(m)) for m in args.methods if m != "outre"]
+    if "outre" in args.methods:
+        runs += [(_name(c), {"method": "outre", **c}) for c in args.cora_candidates]
+    rows = {}
+    for name, overrides in runs:
+        accs, vals, bytes_, times = [], [], [], []
         for seed in range(args.cora_seeds):
             store = open_store(path)
-            cfg = OutOfCoreConfig(**_method(method), fanouts=args.fanouts, batch_size=args.cora_batch_size,
-                                  memory_budget=args.cora_budget, hidden=64, seed=seed, staleness=staleness,
-                                  group_size=args.cora_group_size, epochs=args.cora_epochs)
+            cfg = OutOfCoreConfig(**{"fanouts": args.fanouts, "batch_size": args.cora_batch_size,
+                                     "memory_budget": args.cora_budget, "hidden": 64, "seed": seed,
+                                     "group_size": args.cora_group_size, "epochs": args.cora_epochs, **overrides})
             record = OutOfCoreTrainer(store, cfg).fit(eval_fanouts=full)  # exact (all-neighbour) evaluation
             accs.append(record["test_acc"])
+            vals.append(record["val_acc"])
             bytes_.append(record["bytes_per_epoch"])
-        rows[name] = {"test_acc_mean": float(np.mean(accs)),
-                      "test_acc_std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0,
-                      "test_accs": accs, "bytes_per_epoch": float(np.mean(bytes_)), "staleness": staleness}
-        print(f"  {name:15s} test acc {100 * np.mean(accs):5.1f} ± {100 * rows[name]['test_acc_std']:.1f} "
-              f"({len(accs)} seeds)  bytes/epoch {np.mean(bytes_) / 2**20:7.2f} MiB", flush=True)
+            times.append(record["epoch_time_s"])
+        std = lambda v: float(np.std(v, ddof=1)) if len(v) > 1 else 0.0  # noqa: E731
+        rows[name] = {"overrides": overrides, "test_acc_mean": float(np.mean(accs)), "test_acc_std": std(accs),
+                      "val_acc_mean": float(np.mean(vals)), "val_acc_std": std(vals), "test_accs": accs,
+                      "val_accs": vals, "bytes_per_epoch": float(np.mean(bytes_)), "epoch_time_s": float(np.mean(times))}
+        print(f"  {name:45s} val {100 * np.mean(vals):5.1f} ± {100 * std(vals):.1f}  test {100 * np.mean(accs):5.1f} ± "
+              f"{100 * std(accs):.1f} ({len(accs)} seeds)  bytes/epoch {np.mean(bytes_) / 2**20:6.2f} MiB", flush=True)
     return rows
+
+
+def select_cora(rows: dict, saving: float) -> dict:
+    """The OUTRE candidate picked without test accuracy: bytes <= (1 - saving) x Ginex-like's, then the
+    best mean validation accuracy (ties: fewer bytes)."""
+    base = rows["ginex"]
+    limit = (1.0 - saving) * base["bytes_per_epoch"]
+    eligible = [n for n, r in rows.items() if n.startswith("outre(") and r["bytes_per_epoch"] <= limit]
+    if not eligible:
+        return {"selected": None, "rule": f"no OUTRE candidate reads <= {1 - saving:.2f}x Ginex-like's bytes"}
+    pick = max(eligible, key=lambda n: (round(rows[n]["val_acc_mean"], 6), -rows[n]["bytes_per_epoch"]))
+    r = rows[pick]
+    return {"selected": pick, "bytes_ratio": r["bytes_per_epoch"] / base["bytes_per_epoch"],
+            "val_delta_points": 100 * (r["val_acc_mean"] - base["val_acc_mean"]),
+            "test_delta_points": 100 * (r["test_acc_mean"] - base["test_acc_mean"]),
+            "rule": f"bytes <= {1 - saving:.2f}x Ginex-like, then best mean validation accuracy"}
 
 
 def main() -> None:
@@ -174,7 +236,8 @@ def main() -> None:
     parser.add_argument("--signal", type=float, default=0.1, help="scale of the class centroids (noise std 1)")
     parser.add_argument("--budget", default="256MB")
     parser.add_argument("--fanouts", default="10,10")
-    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--batch-size", type=int, default=200)
+    parser.add_argument("--train-fraction", type=float, default=0.02, help="share of nodes that are training nodes")
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--staleness", default="100", help="OUTRE staleness bound(s), comma-separated")
     parser.add_argument("--epochs", type=int, default=2)
@@ -188,8 +251,10 @@ def main() -> None:
     parser.add_argument("--cora-seeds", type=int, default=5)
     # OUTRE's default bound (100 iterations) is ~8% of a papers100M epoch (~1,200 batches); Cora
     # has ~9 batches per epoch, so a bound of the same epoch fraction is below one iteration
-    parser.add_argument("--cora-staleness", default="2,5,20,100",
-                        help="OUTRE staleness bounds to run on Cora (comma-separated)")
+    parser.add_argument("--cora-candidates", default=CORA_CANDIDATES,
+                        help="OUTRE settings to run on Cora: ';'-separated KEY=VALUE,... OutOfCoreConfig overrides")
+    parser.add_argument("--cora-saving", type=float, default=0.4,
+                        help="byte saving vs Ginex-like an OUTRE candidate must reach to be selected")
     parser.add_argument("--skip-synthetic", action="store_true")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--methods", default=",".join(METHODS),
@@ -198,7 +263,7 @@ def main() -> None:
     args = parser.parse_args()
     args.fanouts = [int(f) for f in args.fanouts.split(",")]
     args.methods = [m for m in args.methods.split(",") if m]
-    args.cora_staleness = [int(v) for v in str(args.cora_staleness).split(",") if v]
+    args.cora_candidates = parse_candidates(args.cora_candidates)
     args.staleness = [int(v) for v in str(args.staleness).split(",") if v]
     torch.set_num_threads(args.threads)
     if args.cora_root is None:
@@ -221,15 +286,24 @@ def main() -> None:
                       f"{syn[method]['epoch_time_s'] / g['epoch_time_s']:.2f}")
     if args.cora_root and args.cora_seeds > 0:
         print(f"cora on disk: budget {args.cora_budget}, batch {args.cora_batch_size}, {args.cora_epochs} epochs "
-              f"(validation-selected), {args.cora_seeds} seeds, OUTRE staleness {args.cora_staleness}", flush=True)
+              f"(validation-selected), {args.cora_seeds} seeds, {len(args.cora_candidates)} OUTRE settings", flush=True)
         cora = run_cora(args)
-        out["cora"] = cora
+        out["cora"] = {"rows": cora}
         if "ginex" in cora:
+            g = cora["ginex"]
             for name, row in cora.items():
                 if name.startswith("outre"):
-                    print(f"  {name}: accuracy - ginex = "
-                          f"{100 * (row['test_acc_mean'] - cora['ginex']['test_acc_mean']):+.1f} points; bytes / ginex "
-                          f"= {row['bytes_per_epoch'] / cora['ginex']['bytes_per_epoch']:.3f}")
+                    print(f"  {name}: bytes / ginex = {row['bytes_per_epoch'] / g['bytes_per_epoch']:.3f}; "
+                          f"validation - ginex = {100 * (row['val_acc_mean'] - g['val_acc_mean']):+.2f} points; "
+                          f"test - ginex = {100 * (row['test_acc_mean'] - g['test_acc_mean']):+.2f} points")
+            choice = select_cora(cora, args.cora_saving)
+            out["cora"]["selection"] = choice
+            if choice["selected"] is None:
+                print(f"  selection: {choice['rule']}")
+            else:
+                print(f"  selected ({choice['rule']}): {choice['selected']}: bytes / ginex = {choice['bytes_ratio']:.3f} "
+                      f"({100 * (1 - choice['bytes_ratio']):.1f}% fewer), validation {choice['val_delta_points']:+.2f} "
+                      f"points, test {choice['test_delta_points']:+.2f} points vs Ginex-like")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2, default=str))
 

@@ -322,6 +322,8 @@ class HistoricalEmbeddingCache:
         self.stamp = np.full(nodes.size, -(1 << 40), dtype=np.int64)
         self.pulls = 0
         self.pushes = 0
+        #: pushes that overwrote an earlier value (a stale entry recomputed)
+        self.refreshes = 0
 
     @property
     def nbytes(self) -> int:
@@ -350,5 +352,6 @@ class HistoricalEmbeddingCache:
         sel = slot >= 0
         if sel.any():
             self.values[torch.from_numpy(slot[sel])] = rows[torch.from_numpy(sel)].detach().float().cpu()
+            self.refreshes += int((self.stamp[slot[sel]] > -(1 << 40)).sum())
             self.stamp[slot[sel]] = iteration
             self.pushes += int(sel.sum())

@@ -90,10 +90,15 @@ class CountedArray:
         return data if uniq.size == rows.size and np.array_equal(uniq, rows) else data[inverse]
 
     def read_ranges(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        """Concatenate ``array[s:e]`` for every range (1-D arrays; one request per range)."""
+        """Concatenate ``array[s:e]`` for every range (1-D arrays). Ranges must be sorted and disjoint;
+        one request per maximal contiguous run (back-to-back ranges are read in one go)."""
+        starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
         lengths = ends - starts
         total = int(lengths.sum())
-        self.counter.record(self.kind, total * self.row_bytes, int(np.count_nonzero(lengths)))
+        nonempty = lengths > 0
+        s, e = starts[nonempty], ends[nonempty]
+        runs = int(s.size and 1 + np.count_nonzero(s[1:] != e[:-1]))
+        self.counter.record(self.kind, total * self.row_bytes, runs)
         if total == 0:
             return np.empty(0, dtype=self.array.dtype)
         offsets = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(total)

@@ -51,7 +51,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from numbers import Integral
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -91,6 +91,19 @@ class OutOfCoreConfig:
     embedding_cache: bool = True
     #: fraction of the feature+embedding share given to embeddings; None = automatic search
     embedding_fraction: Optional[float] = None
+    #: OUTRE: share of the profiled first-hop nodes (ranked by embedding benefit) the embedding
+    #: cache may hold; 1.0 = every node with a benefit (the split search alone decides)
+    embedding_top: float = 1.0
+    #: OUTRE: epochs of batches the profiling pass samples (OUTRE profiles one pass; on a graph
+    #: with few batches per epoch more passes give steadier access counts)
+    profile_epochs: int = 1
+    #: OUTRE: load each partition group's CSR (the full neighbour lists of the group's nodes that
+    #: the neighbour cache does not hold) when the group starts, and sample from it first; False
+    #: reads each neighbour list on demand (the group CSR's bytes count as ``group_csr`` reads)
+    group_csr: bool = False
+    #: OUTRE: rank the feature cache by access frequency measured in a second profiling pass that
+    #: simulates the embedding cache's pruning (False: frequencies of the unpruned pass)
+    profile_pruned: bool = True
     #: Ginex superbatch in batches (0 = one epoch)
     superbatch: int = 0
     hidden: int = 64
@@ -105,7 +118,7 @@ class OutOfCoreConfig:
         if self.method not in METHODS:
             raise ConfigError(f"unknown out-of-core method {self.method!r}; choose one of {', '.join(METHODS)}")
         self.fanouts = check_fanouts(self.fanouts)
-        for name in ("batch_size", "group_size", "staleness", "hidden", "epochs"):
+        for name in ("batch_size", "group_size", "staleness", "hidden", "epochs", "profile_epochs"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
@@ -114,6 +127,8 @@ class OutOfCoreConfig:
             raise ConfigError(f"neighbor_cache_fraction must be in [0, 1), got {self.neighbor_cache_fraction}")
         if self.embedding_fraction is not None and not 0.0 <= self.embedding_fraction <= 1.0:
             raise ConfigError(f"embedding_fraction must be in [0, 1] or None, got {self.embedding_fraction}")
+        if not 0.0 < self.embedding_top <= 1.0:
+            raise ConfigError(f"embedding_top must be in (0, 1], got {self.embedding_top}")
         if self.superbatch < 0:
             raise ConfigError(f"superbatch must be >= 0 batches, got {self.superbatch}")
 
@@ -168,16 +183,22 @@ class OutOfCoreTrainer:
         nodes = self.train_nodes[rng.permutation(self.train_nodes.size)]
         return [nodes[i:i + self.cfg.batch_size] for i in range(0, nodes.size, self.cfg.batch_size)]
 
-    def _partition_batches(self, epoch: int) -> List[np.ndarray]:
+    def partition_groups(self, epoch: int) -> List[Tuple[np.ndarray, List[np.ndarray]]]:
+        """OUTRE's epoch: ``(partitions of the group, the group's batches)`` for every group."""
         rng = np.random.default_rng([self.cfg.seed, epoch, 11])
         order = rng.permutation(self.num_parts)
-        out: List[np.ndarray] = []
+        out: List[Tuple[np.ndarray, List[np.ndarray]]] = []
         for g in range(0, order.size, self.cfg.group_size):
             group = order[g:g + self.cfg.group_size]
             seeds = np.concatenate([self.part_train[p] for p in group])
             seeds = seeds[rng.permutation(seeds.size)]
-            out.extend(seeds[i:i + self.cfg.batch_size] for i in range(0, seeds.size, self.cfg.batch_size))
-        return [b for b in out if b.size]
+            batches = [seeds[i:i + self.cfg.batch_size] for i in range(0, seeds.size, self.cfg.batch_size)]
+            if batches:
+                out.append((group, batches))
+        return out
+
+    def _partition_batches(self, epoch: int) -> List[np.ndarray]:
+        return [b for _, batches in self.partition_groups(epoch) for b in batches]
 
     def batches(self, epoch: int) -> List[np.ndarray]:
         return self._partition_batches(epoch) if self.cfg.method == "outre" else self._random_batches(epoch)
@@ -200,19 +221,52 @@ class OutOfCoreTrainer:
             biggest = max(biggest, self.needed_positions(batch).size)
         return biggest
 
-    def _neighbor_cache(self, score: np.ndarray, nbytes: int) -> None:
-        """Fill a static neighbour cache with the highest-scoring rows that fit in ``nbytes``."""
+    def _neighbor_cache(self, score: np.ndarray, nbytes: int) -> int:
+        """Fill a static neighbour cache with the highest-scoring rows that fit in ``nbytes``;
+        returns the bytes it takes (less than ``nbytes`` when every row fits)."""
+        self.neighbor_cache: Optional[ResidentRows] = None
         if nbytes <= 0:
-            return
+            return 0
         deg = self.store.degree()
         order = np.argsort(-score, kind="stable")
         row_cost = deg[order] * self.store.index_bytes + 16  # values + pointer + node id
-        fixed = 8 * self.store.num_nodes  # the node -> slot map
+        fixed = 8 * self.store.num_nodes + 8  # the node -> slot map, the pointer's last entry
         count = int(np.searchsorted(np.cumsum(row_cost), nbytes - fixed, side="right"))
-        if count > 0:
-            cache = ResidentRows.load(self.adjacency, order[:count], kind="neighbor_cache_fill")
-            self.adjacency.resident.append(cache)
-            self.budget.register("neighbor_cache", cache)
+        if count <= 0:
+            return 0
+        cache = ResidentRows.load(self.adjacency, order[:count], kind="neighbor_cache_fill")
+        self.adjacency.resident.append(cache)
+        self.budget.register("neighbor_cache", cache)
+        self.neighbor_cache = cache
+        return cache.nbytes
+
+    def _group_csr_bytes(self) -> int:
+        """Bytes a group's CSR can take at most: the ``group_size`` largest partitions (their rows not
+        in the neighbour cache) plus the shared slot map."""
+        deg = self.store.degree()
+        keep = np.ones(self.store.num_nodes, dtype=bool)
+        if self.neighbor_cache is not None:
+            keep[self.neighbor_cache.nodes] = False
+        rows = np.bincount(self.parts, weights=keep, minlength=self.num_parts)
+        values = np.bincount(self.parts, weights=deg * keep, minlength=self.num_parts)
+        cost = values * self.store.index_bytes + 16 * rows
+        top = np.sort(cost)[::-1][:self.cfg.group_size]
+        return int(top.sum()) + 8 + 8 * self.store.num_nodes
+
+    def _load_group(self, parts: Optional[np.ndarray]) -> None:
+        """Replace the resident group CSR by the rows of partitions ``parts`` (None: drop it)."""
+        holder = self._group
+        if holder.rows is not None:
+            self.adjacency.resident.remove(holder.rows)
+            holder.rows.release()
+            holder.rows = None
+        if parts is None:
+            return
+        nodes = np.concatenate([self.part_nodes[p] for p in parts])
+        if self.neighbor_cache is not None:
+            nodes = nodes[self.neighbor_cache.slot[nodes] < 0]
+        holder.rows = ResidentRows.load(self.adjacency, nodes, kind="group_csr", slot=holder.slot)
+        self.adjacency.resident.insert(0, holder.rows)
 
     def _prepare(self) -> None:
         cfg, store = self.cfg, self.store
@@ -229,6 +283,16 @@ class OutOfCoreTrainer:
                               f"{cfg.batch_size} seeds with fan-outs {cfg.fanouts} gathers about {self.reserve:,} "
                               f"bytes of features; raise --memory-budget or lower the batch size / fan-outs")
         room = cfg.budget_bytes - self.reserve
+        self.neighbor_cache = None
+        self._group: Optional[_GroupCSR] = None
+        if cfg.method == "outre" and cfg.group_csr:
+            # an upper bound before the neighbour cache exists (every row of the largest partitions)
+            group_bytes = self._group_csr_bytes()
+            if group_bytes >= room:
+                raise ConfigError(f"memory budget {cfg.budget_bytes:,} bytes is too small for a partition group's CSR "
+                                  f"({group_bytes:,} bytes) plus one batch ({self.reserve:,} bytes); raise "
+                                  f"--memory-budget, lower group_size or turn group_csr off")
+            room -= group_bytes
         neighbor_bytes = int(room * cfg.neighbor_cache_fraction) if cfg.method != "lru" else 0
         self.emb_cache: Optional[HistoricalEmbeddingCache] = None
         if cfg.method == "lru":
@@ -236,12 +300,19 @@ class OutOfCoreTrainer:
             rows = max(0, (room - 4 * store.num_nodes) // (4 * store.num_features + 16))
             self.cache = LRUFeatureCache(self.features, rows)
         elif cfg.method == "ginex":
-            self._neighbor_cache(store.degree().astype(np.float64), neighbor_bytes)
-            self._ginex_room = room - neighbor_bytes
+            # a neighbour cache smaller than its share (every row fits) gives the rest to the feature cache
+            used = self._neighbor_cache(store.degree().astype(np.float64), neighbor_bytes)
+            self._ginex_room = room - used
             self.cache = BeladyFeatureCache(self.features, 0)
         else:
-            self._neighbor_cache(self.cross_degree.astype(np.float64), neighbor_bytes)
-            self._outre_caches(room - neighbor_bytes)
+            used = self._neighbor_cache(self.cross_degree.astype(np.float64), neighbor_bytes)
+            room -= used
+            if cfg.group_csr:
+                # the tight bound: rows the neighbour cache holds are never loaded with a group
+                room += group_bytes - self._group_csr_bytes()
+                self._group = _GroupCSR(store.num_nodes)
+                self.budget.register("group_csr", self._group)
+            self._outre_caches(room)
         self.budget.register("feature_cache", self.cache)
         if self.emb_cache is not None:
             self.budget.register("embedding_cache", self.emb_cache)
@@ -270,6 +341,10 @@ class OutOfCoreTrainer:
         order = np.argsort(train_parts, kind="stable")
         bounds = np.searchsorted(train_parts[order], np.arange(self.num_parts + 1))
         self.part_train = [self.train_nodes[order[bounds[p]:bounds[p + 1]]] for p in range(self.num_parts)]
+        if cfg.group_csr:
+            by_part = np.argsort(parts, kind="stable")
+            bounds = np.searchsorted(parts[by_part], np.arange(self.num_parts + 1))
+            self.part_nodes = [by_part[bounds[p]:bounds[p + 1]] for p in range(self.num_parts)]
         self.cross_degree = cross_partition_degree(store.indptr, indices, parts)
 
     def _outre_caches(self, room: int) -> None:
@@ -281,8 +356,9 @@ class OutOfCoreTrainer:
         row_bytes = store.feature_row_bytes
         deg = store.degree()
         sub_fanout = cfg.fanouts[1] if len(cfg.fanouts) > 1 else 0
-        for i, seeds in enumerate(self.batches(0)):
-            batch = self.sampler.sample(seeds, rng=np.random.default_rng([cfg.seed, 1 << 22, i]))
+        profiled = [(e, i, seeds) for e in range(cfg.profile_epochs) for i, seeds in enumerate(self.batches(e))]
+        for e, i, seeds in profiled:
+            batch = self.sampler.sample(seeds, rng=np.random.default_rng([cfg.seed, 1 << 22, e, i]))
             ids = batch.n_id.numpy()[self.needed_positions(batch)]
             freq[ids] += 1.0
             if sub_fanout and cfg.embedding_cache:
@@ -290,6 +366,11 @@ class OutOfCoreTrainer:
                 # bytes a pruned first-hop node saves: its sampled neighbours' feature rows and its
                 # neighbour list (an upper bound: some of those rows are needed by other nodes)
                 subtree[hop1] += np.minimum(deg[hop1], sub_fanout) * row_bytes + deg[hop1] * store.index_bytes
+        if cfg.embedding_top < 1.0:
+            positive = np.flatnonzero(subtree > 0)
+            keep = int(math.ceil(cfg.embedding_top * positive.size))
+            drop = positive[np.argsort(-subtree[positive], kind="stable")[keep:]]
+            subtree[drop] = 0.0
         gain_f = np.sort(freq * row_bytes)[::-1]
         gain_e = np.sort(subtree)[::-1]
         cum_f = np.concatenate([[0.0], np.cumsum(gain_f)])
@@ -304,14 +385,45 @@ class OutOfCoreTrainer:
             if value > best[0]:
                 best = (value, alpha, n_emb, n_feat)
         _, alpha, n_emb, n_feat = best
+        emb_nodes = np.argsort(-subtree, kind="stable")[:n_emb]
+        emb_nodes = emb_nodes[subtree[emb_nodes] > 0]
+        if emb_nodes.size and cfg.profile_pruned:
+            # the split stays; the feature share is filled by the rows read once pruning is on
+            freq = self._pruned_frequency(emb_nodes)
         feat_nodes = np.argsort(-freq, kind="stable")[:n_feat]
         feat_nodes = feat_nodes[freq[feat_nodes] > 0]
         self.cache = StaticFeatureCache(self.features, feat_nodes)
-        if n_emb > 0:
-            emb_nodes = np.argsort(-subtree, kind="stable")[:n_emb]
-            self.emb_cache = HistoricalEmbeddingCache(emb_nodes[subtree[emb_nodes] > 0], n, width, cfg.staleness)
-        self.prep.update(embedding_fraction=alpha, embedding_rows=n_emb, feature_rows=int(feat_nodes.size),
-                         profiled_batches=len(self.batches(0)))
+        if emb_nodes.size:
+            self.emb_cache = HistoricalEmbeddingCache(emb_nodes, n, width, cfg.staleness)
+        self.prep.update(embedding_fraction=alpha, embedding_rows=int(emb_nodes.size),
+                         feature_rows=int(feat_nodes.size), profiled_batches=len(profiled))
+
+    def _pruned_frequency(self, emb_nodes: np.ndarray) -> np.ndarray:
+        """Feature-row access counts with the embedding cache's pruning simulated.
+
+        Sampling only (no training): ``1 + profile_epochs`` epochs are sampled with the staleness
+        rule applied to ``emb_nodes`` (a member computed at iteration ``t`` is pruned until
+        ``t + staleness``); the first epoch warms the simulated cache up and is not counted.
+        """
+        cfg, n = self.cfg, self.store.num_nodes
+        member = np.zeros(n, dtype=bool)
+        member[emb_nodes] = True
+        stamp = np.full(n, -(1 << 40), dtype=np.int64)
+        freq = np.zeros(n, dtype=np.float64)
+        it = 0
+        for epoch in range(1 + cfg.profile_epochs):
+            for i, seeds in enumerate(self.batches(epoch)):
+                now = it
+                prune = lambda nodes: member[nodes] & (now - stamp[nodes] < cfg.staleness)  # noqa: E731
+                batch = self.sampler.sample(seeds, rng=np.random.default_rng([cfg.seed, 1 << 23, epoch, i]),
+                                            prune=prune)
+                if epoch > 0:
+                    freq[batch.n_id.numpy()[self.needed_positions(batch)]] += 1.0
+                inputs = batch.last_input_nodes.numpy()
+                computed = inputs[:inputs.size - batch.pruned.numel()]
+                stamp[computed[member[computed]]] = now
+                it += 1
+        return freq
 
     # ------------------------------------------------------------------ training
     def _sample(self, seeds: np.ndarray, epoch: int, index: int) -> MiniBatch:
@@ -348,6 +460,8 @@ class OutOfCoreTrainer:
         """One epoch; returns loss, time, and bytes/requests read from storage."""
         counter = self.store.counter
         before = {k: dict(v) for k, v in counter.by_kind().items()}
+        emb = self.emb_cache
+        emb_before = (emb.pulls, emb.pushes, emb.refreshes) if emb is not None else (0, 0, 0)
         start = time.perf_counter()
         epoch = self.epoch
         # dropout draws from torch's global generator: reseed per (seed, epoch) so an epoch does not
@@ -365,6 +479,16 @@ class OutOfCoreTrainer:
                     self._size_belady(trace)
                 self.cache.set_trace(trace)
                 losses.extend(self._step(b) for b in sampled)
+        elif self._group is not None:
+            index = 0
+            try:
+                for parts, group_batches in self.partition_groups(epoch):
+                    self._load_group(parts)  # the group's CSR is read before its first batch
+                    for seeds in group_batches:
+                        losses.append(self._step(self._sample(seeds, epoch, index)))
+                        index += 1
+            finally:
+                self._load_group(None)
         else:
             for i, seeds in enumerate(seeds_list):
                 losses.append(self._step(self._sample(seeds, epoch, i)))
@@ -378,7 +502,12 @@ class OutOfCoreTrainer:
                 "bytes_read": sum(v["bytes"] for v in kinds.values()),
                 "requests": sum(v["requests"] for v in kinds.values()), "by_kind": kinds,
                 "feature_hit_rate": self.cache.hits / max(1, self.cache.hits + self.cache.misses),
-                "peak_budget_bytes": self.budget.peak}
+                "peak_budget_bytes": self.budget.peak,
+                # historical embeddings: rows pulled (pruned subtrees), pushed, and pushes that replaced
+                # an earlier (stale) value of the same node
+                "embedding_pulls": (emb.pulls if emb is not None else 0) - emb_before[0],
+                "embedding_pushes": (emb.pushes if emb is not None else 0) - emb_before[1],
+                "embedding_refreshes": (emb.refreshes if emb is not None else 0) - emb_before[2]}
 
     def _size_belady(self, trace: Sequence[np.ndarray]) -> None:
         """Give Belady's values the room its next-use plan leaves (the plan counts against the budget)."""
@@ -450,8 +579,15 @@ class OutOfCoreTrainer:
         return correct / nodes.size
 
 
-class _Fixed:
-    """A fixed reservation inside a :class:`MemoryBudget`."""
+class _GroupCSR:
+    """The resident CSR of the current partition group and the slot map all groups share."""
 
-    def __init__(self, nbytes: int) -> None:
-        self.nbytes = int(nbytes)
+    def __init__(self, num_nodes: int) -> None:
+        self.slot = np.full(num_nodes, -1, dtype=np.int64)
+        self.rows: Optional[ResidentRows] = None
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.slot.nbytes) + (self.rows.nbytes if self.rows is not None else 0)
+
+

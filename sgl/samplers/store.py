@@ -303,26 +303,49 @@ class FeatureStore:
 
 
 class ResidentRows:
-    """Neighbour lists of a node set held in memory (a neighbour cache or a partition group's CSR)."""
+    """Neighbour lists of a node set held in memory (a neighbour cache or a partition group's CSR).
 
-    def __init__(self, nodes: np.ndarray, indptr: np.ndarray, values: np.ndarray, num_nodes: int) -> None:
+    ``slot`` (optional) is a caller-owned ``num_nodes`` map filled with -1 that this set writes
+    its slots into and :meth:`release` clears again, so a sequence of short-lived sets (one
+    partition group after another) shares one map instead of allocating ``num_nodes`` entries
+    each; :attr:`nbytes` then leaves the shared map out (its owner accounts for it).
+    """
+
+    def __init__(self, nodes: np.ndarray, indptr: np.ndarray, values: np.ndarray, num_nodes: int,
+                 slot: Optional[np.ndarray] = None) -> None:
         self.nodes = nodes
         self.ptr = np.zeros(nodes.size + 1, dtype=np.int64)
         np.cumsum(indptr[nodes + 1] - indptr[nodes], out=self.ptr[1:])
         self.values = values
-        self.slot = np.full(num_nodes, -1, dtype=np.int64)
+        self.shared_slot = slot is not None
+        self.slot = slot if slot is not None else np.full(num_nodes, -1, dtype=np.int64)
         self.slot[nodes] = np.arange(nodes.size)
 
     @classmethod
-    def load(cls, adjacency: "DiskAdjacency", nodes: np.ndarray, kind: str = "adjacency") -> "ResidentRows":
+    def load(cls, adjacency: "DiskAdjacency", nodes: np.ndarray, kind: str = "adjacency",
+             slot: Optional[np.ndarray] = None) -> "ResidentRows":
+        """Read the full neighbour lists of ``nodes`` through the counted I/O layer under ``kind``."""
         nodes = np.unique(np.asarray(nodes, dtype=np.int64))
         indptr = adjacency.indptr
         values = adjacency.reader_for(kind).read_ranges(indptr[nodes], indptr[nodes + 1])
-        return cls(nodes, indptr, values, adjacency.num_nodes)
+        return cls(nodes, indptr, values, adjacency.num_nodes, slot=slot)
+
+    def release(self) -> None:
+        """Forget the rows (clears this set's entries of the slot map)."""
+        self.slot[self.nodes] = -1
+        self.nodes = self.nodes[:0]
+        self.ptr = self.ptr[:1]
+        self.values = self.values[:0]
+
+    @staticmethod
+    def bytes_for(num_rows: int, num_values: int, index_bytes: int) -> int:
+        """Bytes of a set of ``num_rows`` rows holding ``num_values`` neighbour ids (without a slot map)."""
+        return int(num_values) * int(index_bytes) + 16 * int(num_rows) + 8
 
     @property
     def nbytes(self) -> int:
-        return int(self.values.nbytes + self.ptr.nbytes + self.nodes.nbytes + self.slot.nbytes)
+        own = int(self.values.nbytes + self.ptr.nbytes + self.nodes.nbytes)
+        return own if self.shared_slot else own + int(self.slot.nbytes)
 
 
 class DiskAdjacency:

@@ -69,6 +69,67 @@ def test_outre_prunes_cached_nodes_and_reads_less(community_store):
     assert pruned.n_id.numel() < full.n_id.numel()
 
 
+def _true_edges(store):
+    ptr, idx = store.indptr, np.asarray(store.raw_indices())
+    dst = np.repeat(np.arange(ptr.size - 1), np.diff(ptr))
+    return set(zip(idx.tolist(), dst.tolist()))
+
+
+def test_group_csr_samples_true_neighbours_counts_its_bytes_and_matches_on_demand(community_store):
+    kw = dict(group_size=2, staleness=3, neighbor_cache_fraction=0.1)  # caches 173 of 1,500 rows
+    grouped, on_demand = (_trainer(community_store, "outre", group_csr=g, **kw) for g in (True, False))
+    assert grouped._group is not None and on_demand._group is None
+    # the group's rows are served from memory: every sampled edge is a true edge
+    edges = _true_edges(grouped.store)
+    parts, batches = grouped.partition_groups(0)[0]
+    grouped._load_group(parts)
+    loaded = grouped._group.rows.nodes
+    assert set(loaded.tolist()) == set(np.flatnonzero(np.isin(grouped.parts, parts)).tolist()) - \
+        set(grouped.neighbor_cache.nodes.tolist())
+    before = grouped.store.counter.stats("adjacency")["bytes"]
+    batch = grouped._sample(batches[0], 0, 0)
+    for block in batch.blocks:
+        src, dst = batch.n_id[block.edge_index[0]], batch.n_id[block.edge_index[1]]
+        assert set(zip(src.tolist(), dst.tolist())) <= edges
+    grouped._load_group(None)
+    assert grouped._group.rows is None and (grouped._group.slot == -1).all()
+    assert grouped.store.counter.stats("adjacency")["bytes"] >= before
+    # same samples, same training: only where the neighbour lists come from differs
+    a = [grouped.train_epoch() for _ in range(2)]
+    b = [on_demand.train_epoch() for _ in range(2)]
+    assert [e["loss"] for e in a] == pytest.approx([e["loss"] for e in b], rel=1e-6)
+    # the same rows are gathered (the group CSR's room comes out of the feature cache, so hits differ)
+    assert grouped.cache.hits + grouped.cache.misses == on_demand.cache.hits + on_demand.cache.misses
+    assert grouped.budget.parts["group_csr"].nbytes <= grouped.budget.total
+    deg = grouped.store.degree()
+    in_cache = np.zeros(deg.size, dtype=bool)
+    in_cache[grouped.neighbor_cache.nodes] = True
+    expected = sum(int(deg[np.isin(grouped.parts, p) & ~in_cache].sum()) for p, _ in grouped.partition_groups(1))
+    assert a[-1]["by_kind"]["group_csr"]["bytes"] == expected * grouped.store.index_bytes
+    assert a[-1]["by_kind"].get("adjacency", {"bytes": 0})["bytes"] < b[-1]["by_kind"]["adjacency"]["bytes"]
+    assert a[-1]["peak_budget_bytes"] <= grouped.budget.total
+    # deterministic under a seed
+    again = _trainer(community_store, "outre", group_csr=True, **kw)
+    c = [again.train_epoch() for _ in range(2)]
+    assert [e["loss"] for e in c] == [e["loss"] for e in a]
+    assert [e["by_kind"] for e in c] == [e["by_kind"] for e in a]
+
+
+def test_group_csr_needs_room_in_the_budget(community_store):
+    with pytest.raises(ConfigError, match="group's CSR"):
+        _trainer(community_store, "outre", budget="230KB", group_csr=True, group_size=10, num_parts=10)
+
+
+def test_embedding_top_limits_the_cached_set(community_store):
+    full = _trainer(community_store, "outre", group_size=2, profile_epochs=2)
+    top = _trainer(community_store, "outre", group_size=2, profile_epochs=2, embedding_top=0.25)
+    assert full.prep["profiled_batches"] == len(full.batches(0)) + len(full.batches(1))
+    n_full, n_top = full.emb_cache.values.size(0), top.emb_cache.values.size(0)
+    assert 0 < n_top <= int(np.ceil(0.25 * n_full)) + 1
+    # the kept nodes are the most beneficial ones, and the freed room goes to the feature cache
+    assert top.cache.capacity >= full.cache.capacity
+
+
 def test_outre_learns(community_store):
     outre = _trainer(community_store, "outre", group_size=2, lr=0.02)
     for _ in range(5):
@@ -91,7 +152,8 @@ def test_budget_is_checked_at_run_time(community_store):
 
 
 @pytest.mark.parametrize("bad", [{"method": "belady"}, {"fanouts": [5, 0]}, {"batch_size": 0},
-                                 {"neighbor_cache_fraction": 1.0}, {"memory_budget": "lots"}])
+                                 {"neighbor_cache_fraction": 1.0}, {"memory_budget": "lots"},
+                                 {"embedding_top": 0.0}, {"profile_epochs": 0}])
 def test_bad_config(bad):
     with pytest.raises(ConfigError):
         OutOfCoreConfig(**bad)

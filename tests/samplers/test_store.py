@@ -53,6 +53,29 @@ def test_resident_rows_serve_without_disk_reads(karate_store):
     assert store.counter.stats("cache_fill")["bytes"] == graph.num_edges * store.index_bytes
 
 
+def test_resident_rows_with_a_shared_slot_map_release_cleanly(karate_store):
+    graph, path = karate_store
+    store = open_store(path)
+    adj = store.adjacency()
+    slot = np.full(34, -1, dtype=np.int64)
+    first = ResidentRows.load(adj, np.array([3, 1, 2]), kind="group", slot=slot)
+    # rows 1, 2, 3 are back to back in the CSR: one request; the shared map is not this set's bytes
+    assert store.counter.stats("group") == {"bytes": int(graph.degree()[1:4].sum()) * store.index_bytes,
+                                            "requests": 1}
+    assert first.nbytes == first.values.nbytes + first.ptr.nbytes + first.nodes.nbytes
+    assert np.array_equal(np.flatnonzero(slot >= 0), [1, 2, 3])
+    first.release()
+    assert (slot == -1).all() and first.nodes.size == 0
+    second = ResidentRows.load(adj, np.array([0, 33]), kind="group", slot=slot)
+    adj.resident.append(second)
+    ptr = graph.indptr.numpy()
+    positions = np.concatenate([np.arange(ptr[0], ptr[1]), np.arange(ptr[33], ptr[34])])
+    got = adj.gather(np.array([0, 33]), positions)
+    assert np.array_equal(got, graph.indices.numpy()[positions])
+    assert store.counter.stats("adjacency")["bytes"] == 0
+    assert store.counter.stats("group")["requests"] == 1 + 2  # rows 0 and 33 are two runs
+
+
 def test_float16_store(tmp_path):
     graph = sgl.datasets.load("karate")
     store = open_store(write_store(graph, tmp_path / "s", feature_dtype="float16"))
