@@ -10,6 +10,14 @@ Parts (run one or several; each prints its table and writes JSON to --out-dir):
   (public split), k-means clustering (NMI/ARI/ACC), link prediction (AUC/AP, 85/5/10
   edge split) over ``--seeds`` seeds.
 * ``graph``: the same models on MUTAG and PROTEINS, mean-pooled embeddings, 10-fold SVM.
+* ``rwgsl-select`` / ``rwgsl-final``: RWGSL with stronger pseudo-labels. Pseudo-labels come
+  from the built-in base model or from an ensemble of zoo models (``appnp``, ``gcn``) trained
+  on the training labels only (validation-selected epoch; training rows clamped to their
+  labels), optionally refreshed on the current graph before every round (``refresh``).
+  ``rwgsl-select`` trains GCN (``--gcn-config zoo|authors``, the same on every graph) with
+  ``--select-seeds`` seeds on each grid point and prints *validation* accuracy only;
+  ``rwgsl-final`` takes the grid point with the best mean validation accuracy and reports
+  test accuracy with seeds ``0..--seeds-1`` on the original and the refined graph.
 * ``gcmae-preset``: GCMAE with a named preset (``--preset cora``: the official Cora
   configuration, :func:`sgl.models.gcmae.gcmae_config`) on Cora; linear probe with that
   protocol (lr 0.01, weight decay 1e-4, 400 epochs, best-validation epoch) and k-means.
@@ -35,6 +43,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import sgl  # noqa: E402
 from sgl.models import GCN  # noqa: E402
+from sgl.device import get_device  # noqa: E402
 from sgl.fileio import atomic_write  # noqa: E402
 from sgl.models.gcmae import GCMAE, gcmae_config  # noqa: E402
 from sgl.models.rwgsl import RWGSL, KNNGraph, KNNGraphConfig, RWGSLConfig  # noqa: E402
@@ -257,6 +266,161 @@ def part_graph(args, out):
 
 PROBE = {"lr": 0.01, "weight_decay": 1e-4, "epochs": 400}
 
+#: RWGSL's authors' Cora setting (infinity1009/RWGSL run.sh), and our earlier validation pick
+RWGSL_SETTINGS = {
+    "authors": dict(rounds=5, walk_length=10, high=0.95, low=0.35, lp_layers=2, lp_alpha=0.4,
+                    exponents=(0.5, 0.6, 1.4)),
+    "ours": dict(rounds=1, high=1.5, low=0.6, exponents=(1.0, 1.0, 4.0), lp_layers=10, lp_alpha=0.1),
+}
+#: GCN configurations: the zoo's default (Kipf & Welling) and RWGSL's authors' Cora GCN
+GCN_CONFIGS = {
+    "zoo": ({}, {}),
+    "authors": ({"hidden": 256, "dropout": 0.3}, {"lr": 0.1}),
+}
+
+
+def gcn_runs(graph, seeds, args):
+    from sgl.models import GCNConfig
+
+    model_kw, train_kw = GCN_CONFIGS[args.gcn_config]
+    tc = TrainConfig(**{**GCN.default_train_config, **train_kw}, device=args.device, progress=False)
+    return run_node_classification(lambda: GCN(graph.num_features, graph.num_classes, GCNConfig(**model_kw)),
+                                   graph, seeds, tc)
+
+
+def ensemble_pseudo_labels(graph, source, seeds, device=None):
+    """Mean class probabilities of zoo model ``source`` over ``seeds`` (train labels only,
+    validation-selected epoch), training rows clamped to their one-hot labels; and its val accuracy."""
+    from sgl.models import APPNP
+    from sgl.tasks.node_classification import Trainer
+
+    if source == "builtin":
+        probs = RWGSL(RWGSLConfig(), seed=0).pseudo_labels(graph)
+    else:
+        cls = {"appnp": APPNP, "gcn": GCN}[source]
+        trainer = Trainer(TrainConfig(**cls.default_train_config, device=device, progress=False))
+        factory = lambda: cls(graph.num_features, graph.num_classes)  # noqa: E731
+        features = factory().precompute(graph, progress=False)
+        probs = torch.zeros(graph.num_nodes, graph.num_classes)
+        for seed in seeds:
+            model = factory()
+            trainer.fit(model, features, graph, seed=seed)
+            logits = trainer.predict_all(model, features, graph, get_device(device))
+            probs += torch.softmax(logits.float().cpu(), dim=1)
+        probs /= len(seeds)
+        train = graph.train_mask
+        probs[train] = torch.nn.functional.one_hot(graph.y[train], graph.num_classes).float()
+    val = graph.val_mask
+    return probs, float((probs[val].argmax(1) == graph.y[val]).float().mean())
+
+
+def refine(cora, point, ensemble_seeds, device=None):
+    """RWGSL graph of one grid point; pseudo-labels refreshed on the current graph before each round
+    when ``point['refresh']``."""
+    kw = dict(RWGSL_SETTINGS[point["setting"]])
+    kw.update(point.get("overrides", {}))
+    kw["exponents"] = tuple(kw["exponents"])
+    current, history, pseudo_val = cora, [], []
+    if point["refresh"]:
+        rounds = kw.pop("rounds")
+        for r in range(rounds):
+            probs, acc = ensemble_pseudo_labels(current, point["pseudo"], ensemble_seeds, device)
+            learner = RWGSL(RWGSLConfig(rounds=1, **kw), seed=r)
+            current = learner.learn(current, pseudo_labels=probs)
+            history += learner.history
+            pseudo_val.append(acc)
+    else:
+        probs, acc = ensemble_pseudo_labels(cora, point["pseudo"], ensemble_seeds, device)
+        learner = RWGSL(RWGSLConfig(**kw), seed=0)
+        current = learner.learn(cora, pseudo_labels=probs)
+        history, pseudo_val = learner.history, [acc]
+    return current, history, pseudo_val
+
+
+def rwgsl_select_points(args):
+    points = []
+    for pseudo, setting, refresh in itertools.product(args.pseudo, args.settings, args.refresh):
+        base = RWGSL_SETTINGS[setting]
+        if refresh and base["rounds"] == 1 and not args.rounds_override:
+            continue
+        for high, low, e3 in itertools.product(args.sel_highs or [base["high"]], args.sel_lows or [base["low"]],
+                                               args.sel_label_exponents or [base["exponents"][2]]):
+            if low > high:
+                continue
+            overrides = {"high": high, "low": low, "exponents": (*base["exponents"][:2], e3)}
+            if args.rounds_override:
+                overrides["rounds"] = args.rounds_override
+            points.append({"pseudo": pseudo, "setting": setting, "refresh": bool(refresh), "overrides": overrides})
+    return points
+
+
+def part_rwgsl_select(args, out):
+    """Grid over pseudo-label source / RWGSL setting / refresh: GCN validation accuracy only."""
+    cora = sgl.datasets.load("cora", root=os.path.join(args.root, "planetoid"))
+    path = os.path.join(out, f"rwgsl_select_{args.gcn_config}{args.tag}.json")
+    rows = []
+    if os.path.exists(path):
+        with open(path) as f:
+            rows = json.load(f)
+    done = {json.dumps(r["point"], sort_keys=True) for r in rows}
+    select_seeds = list(range(args.select_seeds))
+    ensemble_seeds = list(range(args.ensemble))
+    if not any(r["point"] == "original" for r in rows):
+        rec = gcn_runs(cora, select_seeds, args)
+        rows.append({"point": "original", "val": rec["val_acc"]["mean"], "edges": cora.num_edges,
+                     "homophily": edge_homophily(cora, cora.y)})
+        print(f"  original graph: GCN val {100 * rec['val_acc']['mean']:.2f}", flush=True)
+    for point in rwgsl_select_points(args):
+        key = json.dumps(point, sort_keys=True)
+        if key in done:
+            continue
+        t = time.perf_counter()
+        refined, history, pseudo_val = refine(cora, point, ensemble_seeds, args.device)
+        rec = gcn_runs(refined, select_seeds, args)
+        # homophily uses all labels: a description of the graph, never used for selection
+        row = {"point": point, "val": rec["val_acc"]["mean"], "val_std": rec["val_acc"]["std"],
+               "pseudo_val_acc": pseudo_val, "edges": refined.num_edges,
+               "homophily": edge_homophily(refined, cora.y), "history": history, "time_s": time.perf_counter() - t}
+        rows.append(row)
+        print(f"  {point}: GCN val {100 * row['val']:.2f} (pseudo-label val acc "
+              f"{', '.join(f'{100 * a:.1f}' for a in pseudo_val)}; edges {row['edges']}; {row['time_s']:.0f} s)",
+              flush=True)
+        with atomic_write(path, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+def part_rwgsl_final(args, out):
+    """Best grid point by mean validation accuracy: test accuracy on seeds 0..--seeds-1, both graphs."""
+    cora = sgl.datasets.load("cora", root=os.path.join(args.root, "planetoid"))
+    rows = []
+    for name in sorted(os.listdir(out)):  # every grid file of this GCN config (several grid runs)
+        if name.startswith(f"rwgsl_select_{args.gcn_config}") and name.endswith(".json"):
+            with open(os.path.join(out, name)) as f:
+                rows += json.load(f)
+    candidates = [r for r in rows if r["point"] != "original"]
+    best = max(candidates, key=lambda r: r["val"])
+    seeds = list(range(args.seeds))
+    original = gcn_runs(cora, seeds, args)
+    refined, history, pseudo_val = refine(cora, best["point"], list(range(args.ensemble)), args.device)
+    learned = gcn_runs(refined, seeds, args)
+    result = {"gcn_config": args.gcn_config, "selected": best["point"], "grid_size": len(candidates),
+              "selected_val_seeds": args.select_seeds,
+              "original": {"test": original["test_acc"], "val": original["val_acc"],
+                           "per_seed_test": [r["test_acc"] for r in original["runs"]],
+                           "edges": cora.num_edges, "homophily": edge_homophily(cora, cora.y)},
+              "rwgsl": {"test": learned["test_acc"], "val": learned["val_acc"],
+                        "per_seed_test": [r["test_acc"] for r in learned["runs"]], "history": history,
+                        "pseudo_val_acc": pseudo_val, "edges": refined.num_edges,
+                        "homophily": edge_homophily(refined, cora.y)}}
+    gain = 100 * (learned["test_acc"]["mean"] - original["test_acc"]["mean"])
+    result["gain_points"] = gain
+    print(f"GCN ({args.gcn_config} config) original graph: test {fmt(original['test_acc'])} val {fmt(original['val_acc'])}")
+    print(f"GCN ({args.gcn_config} config) RWGSL graph {best['point']} (best of {len(candidates)} by validation): "
+          f"test {fmt(learned['test_acc'])} val {fmt(learned['val_acc'])}")
+    print(f"RWGSL gain over the original graph: {gain:+.2f} points (target >= +1.0)", flush=True)
+    with atomic_write(os.path.join(out, f"rwgsl_final_{args.gcn_config}{args.tag}.json"), "w") as f:
+        json.dump(result, f, indent=1)
+
 
 def part_gcmae_preset(args, out):
     """GCMAE with ``--preset`` on Cora, one JSON per seed; processes share seeds through claim files."""
@@ -365,6 +529,18 @@ def main():
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--jobs", type=int, default=None, help="parallel SVM grid-search jobs")
     parser.add_argument("--cl-max-nodes", type=int, default=None, help="InfoNCE nodes per step (GCMAE/GRACE)")
+    parser.add_argument("--pseudo", nargs="+", default=["builtin", "appnp"],
+                        help="rwgsl-select: pseudo-label sources (builtin, appnp, gcn)")
+    parser.add_argument("--settings", nargs="+", default=["authors", "ours"], help="rwgsl-select: base settings")
+    parser.add_argument("--refresh", type=int, nargs="+", default=[0, 1],
+                        help="rwgsl-select: 0/1, refresh pseudo-labels on the current graph each round")
+    parser.add_argument("--sel-highs", type=float, nargs="*", default=None)
+    parser.add_argument("--sel-lows", type=float, nargs="*", default=None)
+    parser.add_argument("--sel-label-exponents", type=float, nargs="*", default=None)
+    parser.add_argument("--rounds-override", type=int, default=None)
+    parser.add_argument("--ensemble", type=int, default=5, help="seeds of the pseudo-label model ensemble")
+    parser.add_argument("--gcn-config", choices=sorted(GCN_CONFIGS), default="zoo",
+                        help="GCN configuration used on every graph (zoo default or RWGSL authors')")
     parser.add_argument("--preset", default="cora", help="gcmae_config preset of the gcmae-preset part")
     parser.add_argument("--monitor-every", type=int, default=0,
                         help="gcmae-preset: log the probe's validation accuracy every N epochs (0: never)")
@@ -374,6 +550,7 @@ def main():
     os.makedirs(args.out_dir, exist_ok=True)
     for part in args.parts:
         {"rwgsl-grid": part_rwgsl_grid, "rwgsl": part_rwgsl, "ssl": part_ssl, "graph": part_graph,
+         "rwgsl-select": part_rwgsl_select, "rwgsl-final": part_rwgsl_final,
          "gcmae-preset": part_gcmae_preset, "gcmae-preset-report": part_gcmae_preset_report}[part](args, args.out_dir)
 
 

@@ -9,7 +9,7 @@ from sgl.models.base import SGAPConfig, SGAPModel
 from sgl.models.ctr import CTR_MODELS, DCN, DLRM, WDL, CTRModelConfig, DeepFM, build_ctr_model
 from sgl.models.features import FullGraphInput, NodeFeatures
 from sgl.models.gamlp import GAMLP, GAMLPConfig
-from sgl.models.gcmae import GCMAE, GCMAEConfig, grace_config, graphmae_config
+from sgl.models.gcmae import GCMAE, GCMAEConfig, gcmae_config, grace_config, graphmae_config
 from sgl.models.gbp import GBP, GBPConfig
 from sgl.models.message_passing import GAT, GCN, MESSAGE_PASSING_MODELS, GATConfig, GCNConfig, GraphSAGE, SAGEConfig
 from sgl.models.mlp import MLP, ResMLP
@@ -31,7 +31,7 @@ __all__ = [
     "GCN", "GCNConfig", "GraphSAGE", "SAGEConfig", "GAT", "GATConfig",
     "MODELS", "build_model", "model_config", "default_train_config",
     "RWGSL", "RWGSLConfig", "KNNGraph", "KNNGraphConfig", "NoStructureLearning", "STRUCTURE_LEARNERS",
-    "structure_learner", "GCMAE", "GCMAEConfig", "graphmae_config", "grace_config", "DGI", "DGIConfig",
+    "structure_learner", "GCMAE", "GCMAEConfig", "gcmae_config", "graphmae_config", "grace_config", "DGI", "DGIConfig",
     "GAE", "GAEConfig", "SSL_MODELS", "build_ssl_model", "ssl_model_config",
     "WDL", "DeepFM", "DCN", "DLRM", "CTRModelConfig", "CTR_MODELS", "build_ctr_model",
 ]

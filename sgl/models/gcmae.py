@@ -159,7 +159,8 @@ def dense_adjacency_loss(z: torch.Tensor, edge_index: torch.Tensor, temperature:
     Example:
         >>> import torch
         >>> z = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
-        >>> round(float(dense_adjacency_loss(z, torch.zeros(2, 0, dtype=torch.long), 1.0)), 4)   # (softplus(-1) + softplus(0)) / 2
+        >>> no_edges = torch.zeros(2, 0, dtype=torch.long)
+        >>> round(float(dense_adjacency_loss(z, no_edges, 1.0)), 4)   # (softplus(-1) + softplus(0)) / 2
         0.5032
     """
     n = z.size(0)
@@ -348,7 +349,8 @@ def gcmae_config(preset: Optional[str] = None, **overrides: Any) -> GCMAEConfig:
         raise ConfigError(f"unknown GCMAE preset {preset!r}; available: {', '.join(sorted(GCMAE_PRESETS))}")
     unknown = set(overrides) - set(GCMAEConfig.__dataclass_fields__)
     if unknown:
-        raise ConfigError(f"unknown GCMAE option(s) {sorted(unknown)}; valid: {sorted(GCMAEConfig.__dataclass_fields__)}")
+        raise ConfigError(f"unknown GCMAE option(s) {sorted(unknown)}; "
+                          f"valid: {sorted(GCMAEConfig.__dataclass_fields__)}")
     return GCMAEConfig(**{**GCMAE_PRESETS[key], **overrides})
 
 
@@ -406,7 +408,8 @@ def _sparse_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     if not p or not training:
         return x
     x = x.coalesce()
-    return torch.sparse_coo_tensor(x.indices(), F.dropout(x.values(), p=p, training=True), x.shape, check_invariants=False)
+    values = F.dropout(x.values(), p=p, training=True)
+    return torch.sparse_coo_tensor(x.indices(), values, x.shape, check_invariants=False)
 
 
 class GNNEncoder(nn.Module):
@@ -551,8 +554,11 @@ class GCMAE(nn.Module):
                                   cfg.in_drop, cfg.attn_drop, cfg.negative_slope)
         self.mask_token = nn.Parameter(torch.zeros(1, in_features))
         self.encoder_to_decoder = nn.Linear(cfg.hidden, cfg.hidden, bias=False)
-        self.decoder = GATConv(cfg.hidden, in_features, heads=1, dropout=cfg.attn_drop,
-                               negative_slope=cfg.negative_slope) if cfg.encoder == "gat" else GCNConv(cfg.hidden, in_features)
+        if cfg.encoder == "gat":
+            self.decoder = GATConv(cfg.hidden, in_features, heads=1, dropout=cfg.attn_drop,
+                                   negative_slope=cfg.negative_slope)
+        else:
+            self.decoder = GCNConv(cfg.hidden, in_features)
         out = cfg.proj_out or cfg.hidden
         self.projector = nn.Sequential(nn.Linear(cfg.hidden, cfg.proj_dim), nn.PReLU(), nn.Linear(cfg.proj_dim, out))
         self.projector2 = nn.Sequential(nn.Linear(cfg.hidden, cfg.proj_dim), nn.PReLU(), nn.Linear(cfg.proj_dim, out))
@@ -607,7 +613,8 @@ class GCMAE(nn.Module):
             indptr = torch.zeros(n + 1, dtype=torch.long, device=dev)
             indptr[1:] = torch.bincount(rows, minlength=n).cumsum(0)
             counts = indptr[sources + 1] - indptr[sources]
-            offsets = torch.arange(int(counts.sum()), device=dev) - torch.repeat_interleave(counts.cumsum(0) - counts, counts)
+            starts = torch.repeat_interleave(counts.cumsum(0) - counts, counts)
+            offsets = torch.arange(int(counts.sum()), device=dev) - starts
             entries = torch.repeat_interleave(indptr[sources], counts) + offsets
             parts.append((torch.repeat_interleave(noise_nodes, counts), cols[entries], values[entries]))
         out = torch.sparse_coo_tensor(torch.stack([torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])]),

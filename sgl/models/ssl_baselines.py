@@ -41,7 +41,9 @@ from torch_geometric.nn import DeepGraphInfomax
 from sgl.data import Graph
 from sgl.device import get_device
 from sgl.errors import ConfigError, FeatureError
-from sgl.models.gcmae import GCMAE, GCMAEConfig, GNNEncoder, check_ssl_graph, grace_config, graphmae_config
+from sgl.models.gcmae import (
+    GCMAE, GCMAEConfig, GNNEncoder, check_ssl_graph, gcmae_config, grace_config, graphmae_config,
+)
 from sgl.ops import row_normalize
 
 __all__ = ["DGIConfig", "DGI", "GAEConfig", "GAE", "SSL_MODELS", "build_ssl_model", "ssl_model_config"]
@@ -224,12 +226,19 @@ SSL_MODELS: Dict[str, Tuple[type, Callable[..., Any], str]] = {
 
 
 def ssl_model_config(name: str, **overrides: Any) -> Any:
-    """The config of self-supervised model ``name`` with ``overrides`` (unknown keys rejected)."""
+    """The config of self-supervised model ``name`` with ``overrides`` (unknown keys rejected).
+
+    For ``gcmae``, ``preset="cora"`` starts from :func:`~sgl.models.gcmae.gcmae_config`'s preset.
+    """
     key = str(name).lower()
     if key not in SSL_MODELS:
         raise ConfigError(f"unknown self-supervised model {name!r}; available: {', '.join(sorted(SSL_MODELS))}")
     _, factory, _ = SSL_MODELS[key]
     config_cls = GCMAEConfig if key in ("gcmae", "graphmae", "grace") else factory
+    if key == "gcmae" and "preset" in overrides:
+        # a named GCMAE preset (gcmae_config), e.g. --model-option preset=cora
+        preset = overrides.pop("preset")
+        factory = lambda **kw: gcmae_config(preset, **kw)  # noqa: E731
     unknown = set(overrides) - set(config_cls.__dataclass_fields__)
     if unknown:
         raise ConfigError(f"unknown option(s) {sorted(unknown)} for {name!r}; valid: "

@@ -321,3 +321,12 @@ def test_new_config_fields_are_validated():
         GCMAEConfig(in_drop=1.0)
     with pytest.raises(ConfigError, match="proj_out"):
         GCMAEConfig(proj_out=-1)
+
+
+def test_preset_through_the_ssl_registry():
+    cfg = ssl_model_config("gcmae", preset="cora", epochs=5)
+    assert cfg.encoder == "gat" and cfg.mask_rate == 0.6 and cfg.epochs == 5
+    with pytest.raises(ConfigError, match="unknown GCMAE preset"):
+        ssl_model_config("gcmae", preset="pubmed")
+    with pytest.raises(ConfigError, match="unknown option"):
+        ssl_model_config("graphmae", preset="cora")
