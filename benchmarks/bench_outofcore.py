@@ -169,10 +169,11 @@ def run_synthetic(args) -> dict:
                       "prep": {k: v for k, v in trainer.prep.items() if not isinstance(v, (list, dict))}}
         emb = (f"  embeddings pulled {last['embedding_pulls']:,} pushed {last['embedding_pushes']:,} "
                f"recomputed {last['embedding_refreshes']:,}" if trainer.emb_cache is not None else "")
+        kinds = ", ".join(f"{k} {v['bytes'] / 2**20:.1f}" for k, v in last["by_kind"].items())
         print(f"  {name:15s} bytes/epoch {last['bytes_read'] / 2**20:9.1f} MiB  requests {last['requests']:>9,}  "
               f"epoch {last['time_s']:6.1f} s  test acc {100 * acc:5.1f}  hit rate {last['feature_hit_rate']:.2f}  "
               f"peak budget use {last['peak_budget_bytes'] / 2**20:.0f} MiB  (prep {prep_time:.1f} s){emb}  "
-              f"by kind {{{', '.join(f'{k}: {v['bytes'] / 2**20:.1f}' for k, v in last['by_kind'].items())}}} MiB",
+              f"MiB by kind: {kinds}",
               flush=True)
     return rows
 

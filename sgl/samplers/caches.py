@@ -220,6 +220,10 @@ class BeladyFeatureCache(_FeatureCacheBase):
     ``trace[t]`` must be the unique ids batch ``t`` will fetch, in the order they will be fetched.
     """
 
+    NEVER32 = np.iinfo(np.int32).max
+    #: bytes of the next-use plan per traced id
+    PLAN_BYTES_PER_ID = 4
+
     def __init__(self, reader: Any, capacity_rows: int, trace: Sequence[np.ndarray] = ()) -> None:
         super().__init__(reader, capacity_rows)
         self.next_of = np.full(self.capacity, np.iinfo(np.int64).max, dtype=np.int64)
@@ -240,7 +244,9 @@ class BeladyFeatureCache(_FeatureCacheBase):
         nxt = np.full(nodes.size, never, dtype=np.int64)
         same = nodes[order][1:] == nodes[order][:-1]
         nxt[order[:-1][same]] = batch[order][1:][same]
-        self._next = np.split(nxt, np.cumsum([t.size for t in self.trace])[:-1]) if self.trace else []
+        # the plan keeps one int32 batch index per occurrence (``never`` -> int32 max): 4 B per id
+        nxt32 = np.where(nxt == never, self.NEVER32, nxt).astype(np.int32)
+        self._next = np.split(nxt32, np.cumsum([t.size for t in self.trace])[:-1]) if self.trace else []
         if self.capacity and self.used:
             # cached rows: next use = first batch of the new superbatch that needs them
             first = np.full(self.capacity, never, dtype=np.int64)
@@ -266,11 +272,12 @@ class BeladyFeatureCache(_FeatureCacheBase):
         return super().fetch(ids)
 
     def _admit(self, ids, hit, slot, miss_ids, miss_rows) -> None:
-        nxt = self._next[self.step]
+        never = np.iinfo(np.int64).max
+        nxt = self._next[self.step].astype(np.int64)
+        nxt[nxt == self.NEVER32] = never
         self.step += 1
         if not self.capacity:
             return
-        never = np.iinfo(np.int64).max
         self.next_of[slot[hit]] = nxt[hit]
         miss_next = nxt[~hit]
         useful = miss_next != never

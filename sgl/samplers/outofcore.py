@@ -215,11 +215,12 @@ class OutOfCoreTrainer:
 
     # ------------------------------------------------------------------ preparation
     def _sizing_pass(self, batches: Sequence[np.ndarray], limit: int = 32) -> int:
-        biggest = 0
+        sizes = []
         for i, seeds in enumerate(batches[:limit]):
             batch = self.sampler.sample(seeds, rng=np.random.default_rng([self.cfg.seed, 1 << 21, i]))
-            biggest = max(biggest, self.needed_positions(batch).size)
-        return biggest
+            sizes.append(self.needed_positions(batch).size)
+        self._mean_batch_rows = float(np.mean(sizes))
+        return max(sizes)
 
     def _neighbor_cache(self, score: np.ndarray, nbytes: int) -> int:
         """Fill a static neighbour cache with the highest-scoring rows that fit in ``nbytes``;
@@ -302,8 +303,7 @@ class OutOfCoreTrainer:
         elif cfg.method == "ginex":
             # a neighbour cache smaller than its share (every row fits) gives the rest to the feature cache
             used = self._neighbor_cache(store.degree().astype(np.float64), neighbor_bytes)
-            self._ginex_room = room - used
-            self.cache = BeladyFeatureCache(self.features, 0)
+            self._size_belady(room - used)
         else:
             used = self._neighbor_cache(self.cross_degree.astype(np.float64), neighbor_bytes)
             room -= used
@@ -348,35 +348,48 @@ class OutOfCoreTrainer:
         self.cross_degree = cross_partition_degree(store.indptr, indices, parts)
 
     def _outre_caches(self, room: int) -> None:
-        """Profiling pass, then the grid search over the feature/embedding split of ``room`` bytes."""
+        """Profiling, then the grid search over the feature/embedding split of ``room`` bytes.
+
+        * feature benefit ``b_f(v)``: access count of ``v``'s row in an unpruned profiling pass
+          (``profile_epochs`` epochs of batches, sampling only) times the row's bytes;
+        * embedding benefit ``b_e(v)``: the bytes pruning ``v`` saves (its sampled neighbours' rows and
+          its neighbour list), summed over the times ``v`` *is* pruned when the staleness rule is
+          simulated with every node cacheable (a node whose cached value is always stale by its next
+          use has no benefit; OUTRE's ``before * beta + after`` counts its subtree at every use),
+          scaled so the sum equals the feature reads the simulated pruning removed;
+        * ``alpha`` (share of ``room`` for embeddings) maximises top-``n_emb`` ``b_e`` + top-``n_feat``
+          ``b_f``; the embedding set is the top ``b_e``; with ``profile_pruned`` the feature set is
+          ranked by the access counts seen with that embedding set's pruning simulated.
+        """
         cfg, store = self.cfg, self.store
         n, width = store.num_nodes, self.model.last_input_width
         freq = np.zeros(n, dtype=np.float64)
-        subtree = np.zeros(n, dtype=np.float64)
         row_bytes = store.feature_row_bytes
-        deg = store.degree()
-        sub_fanout = cfg.fanouts[1] if len(cfg.fanouts) > 1 else 0
         profiled = [(e, i, seeds) for e in range(cfg.profile_epochs) for i, seeds in enumerate(self.batches(e))]
         for e, i, seeds in profiled:
             batch = self.sampler.sample(seeds, rng=np.random.default_rng([cfg.seed, 1 << 22, e, i]))
-            ids = batch.n_id.numpy()[self.needed_positions(batch)]
-            freq[ids] += 1.0
-            if sub_fanout and cfg.embedding_cache:
-                hop1 = batch.last_input_nodes.numpy()[seeds.size:]
-                # bytes a pruned first-hop node saves: its sampled neighbours' feature rows and its
-                # neighbour list (an upper bound: some of those rows are needed by other nodes)
-                subtree[hop1] += np.minimum(deg[hop1], sub_fanout) * row_bytes + deg[hop1] * store.index_bytes
-        if cfg.embedding_top < 1.0:
-            positive = np.flatnonzero(subtree > 0)
-            keep = int(math.ceil(cfg.embedding_top * positive.size))
-            drop = positive[np.argsort(-subtree[positive], kind="stable")[keep:]]
-            subtree[drop] = 0.0
-        gain_f = np.sort(freq * row_bytes)[::-1]
-        gain_e = np.sort(subtree)[::-1]
-        cum_f = np.concatenate([[0.0], np.cumsum(gain_f)])
-        cum_e = np.concatenate([[0.0], np.cumsum(gain_e)])
+            freq[batch.n_id.numpy()[self.needed_positions(batch)]] += 1.0
+        use_emb = cfg.embedding_cache and len(cfg.fanouts) > 1
+        gain = np.zeros(n, dtype=np.float64)
+        freq_all = None
+        if use_emb:
+            freq_all, gain = self._simulate_pruning(np.ones(n, dtype=bool))
+            # a pruned subtree's rows are often read anyway (by other nodes of the batch): scale the
+            # per-node estimates so that they add up to the reads pruning removed in the simulation
+            # (OUTRE calibrates its benefit with one measured ratio, beta, in the same way)
+            removed = max(0.0, float(freq.sum() - freq_all.sum())) * row_bytes
+            if gain.sum() > 0:
+                gain *= min(1.0, removed / float(gain.sum()))
+            self.prep["embedding_gain_scale"] = float(min(1.0, removed / gain.sum())) if gain.sum() > 0 else 0.0
+            self.prep["embedding_candidates"] = int(np.count_nonzero(gain > 0))
+            if cfg.embedding_top < 1.0:
+                positive = np.flatnonzero(gain > 0)
+                keep = int(math.ceil(cfg.embedding_top * positive.size))
+                gain[positive[np.argsort(-gain[positive], kind="stable")[keep:]]] = 0.0
+        cum_f = np.concatenate([[0.0], np.cumsum(np.sort(freq * row_bytes)[::-1])])
+        cum_e = np.concatenate([[0.0], np.cumsum(np.sort(gain)[::-1])])
         alphas = [cfg.embedding_fraction] if cfg.embedding_fraction is not None else \
-            ([0.0] + [a / 100 for a in range(1, 100)] if cfg.embedding_cache and sub_fanout else [0.0])
+            ([0.0] + [a / 100 for a in range(1, 100)] if use_emb else [0.0])
         best = (-1.0, 0.0, 0, 0)
         for alpha in alphas:
             n_emb = min(n, HistoricalEmbeddingCache.capacity_for(room * alpha, n, width)) if alpha > 0 else 0
@@ -385,11 +398,16 @@ class OutOfCoreTrainer:
             if value > best[0]:
                 best = (value, alpha, n_emb, n_feat)
         _, alpha, n_emb, n_feat = best
-        emb_nodes = np.argsort(-subtree, kind="stable")[:n_emb]
-        emb_nodes = emb_nodes[subtree[emb_nodes] > 0]
+        emb_nodes = np.argsort(-gain, kind="stable")[:n_emb]
+        emb_nodes = emb_nodes[gain[emb_nodes] > 0]
         if emb_nodes.size and cfg.profile_pruned:
-            # the split stays; the feature share is filled by the rows read once pruning is on
-            freq = self._pruned_frequency(emb_nodes)
+            # nodes never pruned in the all-cacheable simulation behave the same in or out of the set
+            if emb_nodes.size == int(np.count_nonzero(gain > 0)) and cfg.embedding_top == 1.0:
+                freq = freq_all
+            else:
+                member = np.zeros(n, dtype=bool)
+                member[emb_nodes] = True
+                freq, _ = self._simulate_pruning(member)
         feat_nodes = np.argsort(-freq, kind="stable")[:n_feat]
         feat_nodes = feat_nodes[freq[feat_nodes] > 0]
         self.cache = StaticFeatureCache(self.features, feat_nodes)
@@ -398,18 +416,19 @@ class OutOfCoreTrainer:
         self.prep.update(embedding_fraction=alpha, embedding_rows=int(emb_nodes.size),
                          feature_rows=int(feat_nodes.size), profiled_batches=len(profiled))
 
-    def _pruned_frequency(self, emb_nodes: np.ndarray) -> np.ndarray:
-        """Feature-row access counts with the embedding cache's pruning simulated.
-
-        Sampling only (no training): ``1 + profile_epochs`` epochs are sampled with the staleness
-        rule applied to ``emb_nodes`` (a member computed at iteration ``t`` is pruned until
-        ``t + staleness``); the first epoch warms the simulated cache up and is not counted.
-        """
-        cfg, n = self.cfg, self.store.num_nodes
-        member = np.zeros(n, dtype=bool)
-        member[emb_nodes] = True
+    def _simulate_pruning(self, member: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Sampling only (no training) with the staleness rule applied to ``member`` nodes (one computed
+        at iteration ``t`` is pruned until ``t + staleness``): ``1 + profile_epochs`` epochs, the first
+        warming the simulated cache up. Returns per-node feature-row access counts and the bytes
+        pruning saved (sampled neighbours' rows + neighbour list per pruned occurrence), counted
+        after the warm-up epoch."""
+        cfg, store = self.cfg, self.store
+        n = store.num_nodes
+        deg = store.degree()
+        cost = np.minimum(deg, cfg.fanouts[1]) * store.feature_row_bytes + deg * store.index_bytes
         stamp = np.full(n, -(1 << 40), dtype=np.int64)
         freq = np.zeros(n, dtype=np.float64)
+        gain = np.zeros(n, dtype=np.float64)
         it = 0
         for epoch in range(1 + cfg.profile_epochs):
             for i, seeds in enumerate(self.batches(epoch)):
@@ -419,11 +438,13 @@ class OutOfCoreTrainer:
                                             prune=prune)
                 if epoch > 0:
                     freq[batch.n_id.numpy()[self.needed_positions(batch)]] += 1.0
+                    pruned = batch.pruned.numpy()
+                    gain[pruned] += cost[pruned]
                 inputs = batch.last_input_nodes.numpy()
                 computed = inputs[:inputs.size - batch.pruned.numel()]
                 stamp[computed[member[computed]]] = now
                 it += 1
-        return freq
+        return freq, gain
 
     # ------------------------------------------------------------------ training
     def _sample(self, seeds: np.ndarray, epoch: int, index: int) -> MiniBatch:
@@ -470,15 +491,25 @@ class OutOfCoreTrainer:
         seeds_list = self.batches(epoch)
         losses = []
         if self.cfg.method == "ginex":
-            size = self.cfg.superbatch or len(seeds_list)
-            for s in range(0, len(seeds_list), size):
-                chunk = seeds_list[s:s + size]
-                sampled = [self._sample(seeds, epoch, s + i) for i, seeds in enumerate(chunk)]
-                trace = [b.n_id.numpy()[self.needed_positions(b)] for b in sampled]
-                if s == 0 and epoch == 0:
-                    self._size_belady(trace)
-                self.cache.set_trace(trace)
-                losses.extend(self._step(b) for b in sampled)
+            # a superbatch: up to `superbatch` batches (0: the epoch) whose next-use plan fits its room
+            limit = self.cfg.superbatch or len(seeds_list)
+            per_id = BeladyFeatureCache.PLAN_BYTES_PER_ID
+            pending: List[Tuple[MiniBatch, np.ndarray]] = []
+            index = 0
+            while index < len(seeds_list) or pending:
+                chunk, plan = pending, sum(t.size for _, t in pending) * per_id
+                pending = []
+                while index < len(seeds_list) and len(chunk) < limit:
+                    batch = self._sample(seeds_list[index], epoch, index)
+                    trace = batch.n_id.numpy()[self.needed_positions(batch)]
+                    index += 1
+                    if chunk and plan + trace.size * per_id > self._plan_room:
+                        pending = [(batch, trace)]  # opens the next superbatch
+                        break
+                    chunk.append((batch, trace))
+                    plan += trace.size * per_id
+                self.cache.set_trace([t for _, t in chunk])
+                losses.extend(self._step(b) for b, _ in chunk)
         elif self._group is not None:
             index = 0
             try:
@@ -509,13 +540,18 @@ class OutOfCoreTrainer:
                 "embedding_pushes": (emb.pushes if emb is not None else 0) - emb_before[1],
                 "embedding_refreshes": (emb.refreshes if emb is not None else 0) - emb_before[2]}
 
-    def _size_belady(self, trace: Sequence[np.ndarray]) -> None:
-        """Give Belady's values the room its next-use plan leaves (the plan counts against the budget)."""
-        plan = sum(t.size for t in trace) * 8
+    def _size_belady(self, room: int) -> None:
+        """Split Ginex's room between the superbatch's next-use plan (it counts against the budget) and
+        Belady's cached rows. The plan gets room for one epoch's trace (estimated from the sizing pass,
+        +30 %) but at most a quarter of the room; a superbatch is cut where its plan would overflow."""
+        epoch_plan = 1.3 * self._mean_batch_rows * len(self.batches(0)) * BeladyFeatureCache.PLAN_BYTES_PER_ID
+        if self.cfg.superbatch:
+            epoch_plan *= min(1.0, self.cfg.superbatch / max(1, len(self.batches(0))))
+        self._plan_room = int(min(0.25 * room, epoch_plan))
         # per slot: the float32 row, node id (8 B) and next use (8 B); per node: a 4 B slot map
-        rows = max(0, (self._ginex_room - plan - 4 * self.store.num_nodes) // (4 * self.store.num_features + 16))
+        rows = max(0, (room - self._plan_room - 4 * self.store.num_nodes) // (4 * self.store.num_features + 16))
         self.cache = BeladyFeatureCache(self.features, rows)
-        self.budget.register("feature_cache", self.cache)
+        self.prep.update(superbatch_plan_bytes=self._plan_room, feature_rows=int(rows))
 
     def fit(self, eval_fanouts: Optional[Sequence[int]] = None, max_eval_nodes: Optional[int] = None,
             progress: bool = False) -> Dict[str, Any]:

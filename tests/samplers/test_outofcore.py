@@ -46,13 +46,28 @@ def test_caching_policy_does_not_change_training(community_store):
     assert ginex.cache.hits >= 0 and b["peak_budget_bytes"] <= ginex.budget.total
 
 
+def test_ginex_superbatches_fit_their_plan_room(community_store):
+    whole = _trainer(community_store, "ginex")
+    cut = _trainer(community_store, "ginex")
+    cut._plan_room = 3 * int(cut._mean_batch_rows) * 4  # about three batches per superbatch
+    a, b = whole.train_epoch(), cut.train_epoch()
+    assert a["loss"] == pytest.approx(b["loss"], rel=1e-6)  # same batches and samples, replayed in order
+    assert whole.cache.hits + whole.cache.misses == cut.cache.hits + cut.cache.misses
+    assert b["peak_budget_bytes"] <= cut.budget.total
+    assert sum(t.nbytes for t in cut.cache._next) <= cut._plan_room
+    assert a["bytes_read"] <= b["bytes_read"]  # a longer lookahead never hurts Belady here
+
+
 def test_outre_prunes_cached_nodes_and_reads_less(community_store):
-    outre = _trainer(community_store, "outre", group_size=2)
-    ginex = _trainer(community_store, "ginex")
+    # staleness 20 (~1 epoch of 24 batches): pruning pays for the room the embeddings take
+    outre = _trainer(community_store, "outre", group_size=2, staleness=20)
+    plain = _trainer(community_store, "outre", group_size=2, embedding_cache=False)  # same batches, no pruning
     stats_o = [outre.train_epoch() for _ in range(2)][-1]
-    stats_g = [ginex.train_epoch() for _ in range(2)][-1]
-    assert outre.emb_cache is not None and outre.emb_cache.pulls > 0
-    assert stats_o["bytes_read"] < stats_g["bytes_read"]
+    stats_p = [plain.train_epoch() for _ in range(2)][-1]
+    assert outre.emb_cache is not None and outre.emb_cache.pulls > 0 and plain.emb_cache is None
+    assert stats_o["embedding_pulls"] > 0 and stats_o["embedding_refreshes"] > 0  # the bound bites
+    assert stats_o["bytes_read"] < stats_p["bytes_read"]
+    assert outre.cache.hits + outre.cache.misses < plain.cache.hits + plain.cache.misses
     # a pruned node is never expanded: no edge of the outer block ends at it
     seeds = outre.batches(5)[0]
     outre.iteration = 10**6  # everything stale: nothing pruned
@@ -121,11 +136,13 @@ def test_group_csr_needs_room_in_the_budget(community_store):
 
 
 def test_embedding_top_limits_the_cached_set(community_store):
-    full = _trainer(community_store, "outre", group_size=2, profile_epochs=2)
-    top = _trainer(community_store, "outre", group_size=2, profile_epochs=2, embedding_top=0.25)
+    full = _trainer(community_store, "outre", group_size=2, profile_epochs=2, staleness=20)
+    top = _trainer(community_store, "outre", group_size=2, profile_epochs=2, staleness=20, embedding_top=0.25)
     assert full.prep["profiled_batches"] == len(full.batches(0)) + len(full.batches(1))
     n_full, n_top = full.emb_cache.values.size(0), top.emb_cache.values.size(0)
-    assert 0 < n_top <= int(np.ceil(0.25 * n_full)) + 1
+    candidates = top.prep["embedding_candidates"]  # nodes the simulated staleness rule ever prunes
+    assert candidates == full.prep["embedding_candidates"] and n_full <= candidates
+    assert 0 < n_top <= int(np.ceil(0.25 * candidates))
     # the kept nodes are the most beneficial ones, and the freed room goes to the feature cache
     assert top.cache.capacity >= full.cache.capacity
 
