@@ -232,7 +232,7 @@ def part_b(args: argparse.Namespace) -> list[dict]:
                 record("sweep", f"cache {frac:.0%} bound {b}", seed, r, base, cache=frac, bound=b)
                 if frac == max(args.het_sweep_cache) and b == 10:
                     print(_breakdown(r, dim, base))
-        for policy in ("lru", "lfu", "lfu_pinned"):
+        for policy in args.het_policies:
             r = done.get((args.het_cache, 10, policy)) or run(10, policy=policy)
             record("policy", f"{policy} cache {args.het_cache:.0%} bound 10", seed, r, base, policy=policy)
 
@@ -296,6 +296,14 @@ def _part_b_criteo(args: argparse.Namespace, record) -> list[dict]:
             out.append(record("criteo", f"cache {frac:.0%} bound {b}", 0, r, base["bytes"], cache=frac, bound=b))
             if b == 10:
                 print(_breakdown(r, dim, base["bytes"]))
+    if 0 in args.het_bounds and 10 in args.het_bounds:
+        for frac in (0.1, 1.0):
+            r10 = next(r for r in out if r["cache"] == frac and r["bound"] == 10)
+            a0 = next(r for r in out if r["cache"] == frac and r["bound"] == 0)["auc"]
+            ok = r10["reduction"] >= 0.8 and abs(r10["auc"] - a0) <= 0.005
+            print(f"  target on the Criteo sample, cache {frac:.0%} (>= 80% fewer bytes at bound 10, AUC within 0.5 pt "
+                  f"of bound 0): {r10['reduction']:.1%} fewer, {100 * (r10['auc'] - a0):+.2f} pt -> "
+                  f"{'MET' if ok else 'NOT MET'}")
     return out
 
 
@@ -383,6 +391,8 @@ def add_arguments(g) -> None:
     g.add_argument("--het-sweep-cache", type=lambda s: [float(x) for x in s.split(",")],
                    default=[0.01, 0.05, 0.1, 0.2, 1.0], help="cache fractions of the sweep (seed 0)")
     g.add_argument("--het-sweep-bounds", type=ints, default=[0, 1, 10, 100], help="bounds of the sweep")
+    g.add_argument("--het-policies", type=lambda s: [x for x in s.split(",") if x],
+                   default=["lru", "lfu", "lfu_pinned"], help="policies compared at bound 10 (seed 0; '' skips)")
     g.add_argument("--het-criteo-epochs", type=int, default=50,
                    help="epochs on the Criteo sample (HET's run_hetu.py default: 50; 0 skips it)")
     g.add_argument("--gmp-data", type=lambda s: s.split(","), default=["criteo-sample", "synthetic"])
@@ -407,10 +417,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     parts = set(args.parts.split(","))
     print(f"bench_het: torch {torch.__version__}, {args.threads} thread(s), pid {os.getpid()}")
-    if "b" in parts:
-        part_b(args)
-    if "c" in parts:
-        part_c(args)
+    for name, fn in (("b", part_b), ("c", part_c)):
+        if name in parts:
+            start = time.perf_counter()
+            fn(args)
+            print(f"part ({name}) took {time.perf_counter() - start:.0f} s", flush=True)
     return 0
 
 
