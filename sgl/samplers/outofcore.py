@@ -9,28 +9,32 @@ requests it read from storage.
   LRU feature cache (the "PyG+" style baseline).
 * ``"ginex"`` — random batches; a static neighbour cache filled by degree (Ginex's score,
   the out/in-degree ratio, is 1 for every node of a symmetric graph, so degree orders it),
-  and a feature cache with Belady's optimal policy over a pre-sampled superbatch (by default
-  the whole epoch): the superbatch is sampled first, its id trace planned, then replayed.
+  and a feature cache with Belady's optimal policy over a pre-sampled superbatch: the
+  superbatch is sampled first, its id trace planned, then replayed. A superbatch is the epoch
+  (or ``superbatch`` batches), cut earlier where its next-use plan would outgrow its room (a
+  quarter of Ginex's room at most).
 * ``"outre"`` — OUTRE (VLDB'24): (a) *partition-based batches*: streaming FENNEL partitions
   (two-level above 64 partitions) balanced in training nodes; each epoch shuffles the
   partitions, takes groups of ``group_size``, shuffles the group's training nodes and cuts
   batches, so a batch's seeds share neighbours; a static neighbour cache ranked by
-  cross-partition degree; (b) a *historical embedding cache* of last-layer inputs with a
-  staleness bound: a fresh cached first-hop node is not expanded (its subtree is neither
-  sampled nor gathered) and its cached row stands in for it; (c) *automatic cache space
-  management*: one profiling pass (sampling only) measures each node's feature access
-  frequency and, for first-hop occurrences, the bytes its subtree costs; a grid search over
-  ``alpha`` splits the feature/embedding share of the budget to maximise the estimated bytes
-  saved (OUTRE weighs sampling vs gathering time with a measured ratio; we count bytes, the
-  quantity this module reports).
+  cross-partition degree; with ``group_csr`` each group's CSR (full neighbour lists of the
+  group's nodes outside the neighbour cache) is read when the group starts and sampled from
+  first (otherwise neighbour lists are read on demand); (b) a *historical embedding cache* of
+  last-layer inputs with a staleness bound: a fresh cached first-hop node is not expanded (its
+  subtree is neither sampled nor gathered) and its cached row stands in for it; (c) *automatic
+  cache space management*: profiling passes (sampling only) measure each node's feature access
+  frequency and, with the staleness rule simulated, the bytes pruning it actually saves; a grid
+  search over ``alpha`` splits the feature/embedding share of the budget to maximise the
+  estimated bytes saved (OUTRE weighs sampling vs gathering time with a measured ratio; we count
+  bytes, the quantity this module reports). See :meth:`OutOfCoreTrainer._outre_caches`.
 
 Budget accounting: ``memory_budget`` must hold every cache (values and index structures,
-including Belady's next-use plan) plus the working set of one batch (its gathered feature
-rows), reserved from the largest batch of a sizing pass; :class:`~sgl.samplers.caches.MemoryBudget`
+including Belady's next-use plan and OUTRE's group CSR) plus the working set of one batch (its
+gathered feature rows), reserved from the largest batch of a sizing pass; :class:`~sgl.samplers.caches.MemoryBudget`
 checks it after every batch. A budget smaller than one batch raises :class:`sgl.errors.ConfigError`.
 
-Known simplifications: OUTRE preloads a group's induced CSR; we read neighbour lists on demand
-(fewer bytes when a group's seeds touch few of its rows). Pruning needs >= 2 layers; with 3+
+Known simplifications: stores keep the original node order, so a group CSR is read row by row
+(OUTRE's partition-ordered files read it sequentially). Pruning needs >= 2 layers; with 3+
 layers pruned nodes may still be expanded at deeper hops (correct, less saving).
 
 Example:
