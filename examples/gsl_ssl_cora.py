@@ -291,13 +291,13 @@ def gcn_runs(graph, seeds, args):
 def ensemble_pseudo_labels(graph, source, seeds, device=None):
     """Mean class probabilities of zoo model ``source`` over ``seeds`` (train labels only,
     validation-selected epoch), training rows clamped to their one-hot labels; and its val accuracy."""
-    from sgl.models import APPNP
+    from sgl.models import APPNP, GAMLP
     from sgl.tasks.node_classification import Trainer
 
     if source == "builtin":
         probs = RWGSL(RWGSLConfig(), seed=0).pseudo_labels(graph)
     else:
-        cls = {"appnp": APPNP, "gcn": GCN}[source]
+        cls = {"appnp": APPNP, "gcn": GCN, "gamlp": GAMLP}[source]
         trainer = Trainer(TrainConfig(**cls.default_train_config, device=device, progress=False))
         factory = lambda: cls(graph.num_features, graph.num_classes)  # noqa: E731
         features = factory().precompute(graph, progress=False)
@@ -393,8 +393,9 @@ def part_rwgsl_final(args, out):
     """Best grid point by mean validation accuracy: test accuracy on seeds 0..--seeds-1, both graphs."""
     cora = sgl.datasets.load("cora", root=os.path.join(args.root, "planetoid"))
     rows = []
-    for name in sorted(os.listdir(out)):  # every grid file of this GCN config (several grid runs)
-        if name.startswith(f"rwgsl_select_{args.gcn_config}") and name.endswith(".json"):
+    select_from = args.select_from or args.gcn_config
+    for name in sorted(os.listdir(out)):  # every grid file of the selecting GCN config (several grid runs)
+        if name.startswith(f"rwgsl_select_{select_from}") and name.endswith(".json"):
             with open(os.path.join(out, name)) as f:
                 rows += json.load(f)
     candidates = [r for r in rows if r["point"] != "original"]
@@ -403,7 +404,8 @@ def part_rwgsl_final(args, out):
     original = gcn_runs(cora, seeds, args)
     refined, history, pseudo_val = refine(cora, best["point"], list(range(args.ensemble)), args.device)
     learned = gcn_runs(refined, seeds, args)
-    result = {"gcn_config": args.gcn_config, "selected": best["point"], "grid_size": len(candidates),
+    result = {"gcn_config": args.gcn_config, "selected_with_gcn_config": select_from, "selected": best["point"],
+              "grid_size": len(candidates),
               "selected_val_seeds": args.select_seeds,
               "original": {"test": original["test_acc"], "val": original["val_acc"],
                            "per_seed_test": [r["test_acc"] for r in original["runs"]],
@@ -415,7 +417,8 @@ def part_rwgsl_final(args, out):
     gain = 100 * (learned["test_acc"]["mean"] - original["test_acc"]["mean"])
     result["gain_points"] = gain
     print(f"GCN ({args.gcn_config} config) original graph: test {fmt(original['test_acc'])} val {fmt(original['val_acc'])}")
-    print(f"GCN ({args.gcn_config} config) RWGSL graph {best['point']} (best of {len(candidates)} by validation): "
+    print(f"GCN ({args.gcn_config} config) RWGSL graph {best['point']} (best of {len(candidates)} by validation "
+          f"of the {select_from}-config GCN): "
           f"test {fmt(learned['test_acc'])} val {fmt(learned['val_acc'])}")
     print(f"RWGSL gain over the original graph: {gain:+.2f} points (target >= +1.0)", flush=True)
     with atomic_write(os.path.join(out, f"rwgsl_final_{args.gcn_config}{args.tag}.json"), "w") as f:
@@ -530,7 +533,7 @@ def main():
     parser.add_argument("--jobs", type=int, default=None, help="parallel SVM grid-search jobs")
     parser.add_argument("--cl-max-nodes", type=int, default=None, help="InfoNCE nodes per step (GCMAE/GRACE)")
     parser.add_argument("--pseudo", nargs="+", default=["builtin", "appnp"],
-                        help="rwgsl-select: pseudo-label sources (builtin, appnp, gcn)")
+                        help="rwgsl-select: pseudo-label sources (builtin, appnp, gcn, gamlp)")
     parser.add_argument("--settings", nargs="+", default=["authors", "ours"], help="rwgsl-select: base settings")
     parser.add_argument("--refresh", type=int, nargs="+", default=[0, 1],
                         help="rwgsl-select: 0/1, refresh pseudo-labels on the current graph each round")
@@ -541,6 +544,8 @@ def main():
     parser.add_argument("--ensemble", type=int, default=5, help="seeds of the pseudo-label model ensemble")
     parser.add_argument("--gcn-config", choices=sorted(GCN_CONFIGS), default="zoo",
                         help="GCN configuration used on every graph (zoo default or RWGSL authors')")
+    parser.add_argument("--select-from", choices=sorted(GCN_CONFIGS), default=None,
+                        help="rwgsl-final: pick the grid point selected with this GCN config (default: --gcn-config)")
     parser.add_argument("--preset", default="cora", help="gcmae_config preset of the gcmae-preset part")
     parser.add_argument("--monitor-every", type=int, default=0,
                         help="gcmae-preset: log the probe's validation accuracy every N epochs (0: never)")
