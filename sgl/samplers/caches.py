@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import abc
 import re
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, Sequence, Union
 
 import numpy as np
 import torch

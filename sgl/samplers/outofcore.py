@@ -64,7 +64,7 @@ import torch.nn.functional as F
 from sgl.errors import ConfigError, FeatureError
 from sgl.samplers.block import MiniBatch
 from sgl.samplers.caches import (BeladyFeatureCache, HistoricalEmbeddingCache, LRUFeatureCache, MemoryBudget,
-                                 NoFeatureCache, StaticFeatureCache, parse_bytes)
+                                 StaticFeatureCache, parse_bytes)
 from sgl.samplers.models import SampledGNN
 from sgl.samplers.neighbor import NeighborSampler, check_fanouts
 from sgl.samplers.partition import cross_partition_degree, fennel_partition, fennel_two_level

@@ -38,6 +38,21 @@ def test_train_out_of_core_from_a_store(tmp_path, capsys):
     assert record["runs"][0]["peak_budget_bytes"] <= 200_000
 
 
+def test_train_outre_takes_its_settings_as_model_options(tmp_path, capsys):
+    store = tmp_path / "karate"
+    assert main(["preprocess", "--dataset", "karate", "--out", str(store), "--no-progress"]) == 0
+    out = tmp_path / "rec.json"
+    argv = ["train", "--sampler", "outre", "--dataset", f"store:{store}", "--memory-budget", "1MB",
+            "--fanouts", "3,3", "--batch-size", "4", "--epochs", "2", "--seeds", "1", "--no-progress", "--out", str(out),
+            "--model-option", "staleness=7", "--model-option", "group_csr=true", "--model-option", "num_parts=2",
+            "--model-option", "group_size=1", "--model-option", "embedding_top=0.5"]
+    assert main(argv) == 0
+    run = json.loads(out.read_text())["runs"][0]
+    assert run["epochs"][-1]["bytes_read"] > 0
+    assert main(argv[:-2] + ["--model-option", "stalenes=7"]) == 2
+    assert "staleness" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv", [
     ["--sampler", "outre", "--dataset", "karate", "--memory-budget", "1MB"],          # not a store
     ["--sampler", "outre", "--dataset", "store:/nonexistent", "--memory-budget", "1MB"],
