@@ -302,6 +302,8 @@ def cli_train(args: argparse.Namespace) -> int:
         options = dict(config["embedding_options"])
         if config["embedding"] in ("hash", "cafe", "cafe+"):
             options.setdefault("seed", seed)
+        if config["embedding"] == "hash-field" or options.get("cold") == "field":
+            options.setdefault("field_dims", list(data.field_dims))   # per-field layouts need the field sizes
         embedding = build_embedding(config["embedding"], data.num_embeddings, config["embed_dim"],
                                     ratio=config["compression"], **options)
         return build_ctr_model(config["model"], embedding, data.num_fields, config["embed_dim"], data.num_dense,

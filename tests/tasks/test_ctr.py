@@ -76,6 +76,21 @@ def test_cli_trains_and_writes_a_record(tmp_path, capsys):
     assert record["config"]["embedding"] == "cafe" and record["embedding_bytes"] == 400 * 8 * 4
 
 
+@pytest.mark.parametrize("backend", [["--ctr-embedding", "hash-field"],
+                                     ["--ctr-embedding", "cafe", "--ctr-embedding-option", "cold=field",
+                                      "--ctr-embedding-option", "threshold=5"]])
+def test_cli_per_field_layouts_get_the_field_sizes(backend, tmp_path, capsys):
+    out = tmp_path / "record.json"
+    code = main(["train", "--task", "ctr", "--model", "wdl", "--dataset", "synthetic-ctr", "--seeds", "1",
+                 "--epochs", "1", "--hidden", "8", "--ctr-compression", "10", "--ctr-embed-dim", "8",
+                 "--dataset-option", "num_rows=2000", "--dataset-option", "ids_per_field=300",
+                 "--no-progress", "--out", str(out), *backend])
+    assert code == 0, capsys.readouterr().err
+    record = json.loads(out.read_text())
+    assert "field_dims" not in record["config"]["embedding_options"]   # derived from the data, not recorded
+    assert 0 < record["embedding_bytes"] <= 2400 * 8 * 4 // 10
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--ctr-compression", "0", "--ctr-embedding", "hash"], "compression ratio"),
     (["--ctr-compression", "-5", "--ctr-embedding", "cafe"], "compression ratio"),
