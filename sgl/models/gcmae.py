@@ -9,16 +9,22 @@ losses:
   :math:`H W_{e2d}` are zeroed again and a one-layer GNN decoder reconstructs :math:`X`.
   :func:`sce_loss` :math:`= \operatorname{mean}_{i \in M} (1 - \cos(\hat x_i, x_i))^{\gamma}`.
 * **Adjacency reconstruction** of the *whole* graph from :math:`H` (not only masked
-  edges). Instead of the dense :math:`N \times N` target we sample up to ``adj_max_pos``
-  edges and ``adj_neg_ratio`` times as many uniform node pairs per step; the logit of a
-  pair is :math:`\cos(h_u, h_v) / \tau_a` (:func:`adjacency_loss`, binary cross-entropy), an
-  unbiased estimate of the full-matrix loss with memory linear in the sample.
+  edges): binary cross-entropy of the pair logits :math:`\cos(h_u, h_v) / \tau_a`, edges and
+  non-edges weighted equally. On small graphs over all :math:`N^2` pairs
+  (:func:`dense_adjacency_loss`, ``adj_mode="dense"``/``"auto"``); otherwise on up to
+  ``adj_max_pos`` sampled edges and ``adj_neg_ratio`` times as many uniform node pairs per
+  step (:func:`adjacency_loss`), an estimate of the same loss with memory linear in the sample.
 * **Contrastive** (GRACE-style InfoNCE, :func:`info_nce`): two views through projection
-  heads; by default the masked view and a view with dropped edges and feature columns.
-  Computed on at most ``cl_max_nodes`` random nodes per step (memory :math:`O(B^2)`).
+  heads; by default the masked view and a view with dropped edges and feature columns;
+  the official code's form (``cl_views="single"``, ``augmentation="drop_node"``) passes one
+  drop-node view through both heads. Computed on at most ``cl_max_nodes`` random nodes per
+  step (memory :math:`O(B^2)`).
 * **Discrimination** against over-smoothing (:func:`variance_loss`, VICReg's variance
   term on a linear projection of :math:`H`):
   :math:`\operatorname{mean}_d \max(0, 1 - \sqrt{\operatorname{Var}_d + \epsilon})`.
+
+:func:`gcmae_config` holds named presets; ``gcmae_config("cora")`` is the official Cora
+configuration (see :data:`GCMAE_PRESETS`).
 
 Total: :math:`L = w_{mae} L_{mae} + \lambda L_{cl} + \mu L_{adj} + \nu L_{std}`. Setting
 weights to zero gives the ablations: :func:`graphmae_config` (MAE only) and
