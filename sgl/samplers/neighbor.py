@@ -190,8 +190,12 @@ class NeighborSampler:
         """Sample the computation graph of ``seeds``.
 
         ``prune(nodes) -> bool mask`` (optional) is called once with the new nodes of the
-        first hop: masked nodes are not expanded further (their subtree is pruned, OUTRE's
-        historical-embedding trick) and are placed last among ``blocks[-1]``'s sources.
+        first hop: masked nodes are placed last among ``blocks[-1]``'s sources and never
+        expanded at any later hop, so their whole subtree is dropped (OUTRE's historical-embedding
+        trick: a cached last-layer input stands in for it). With 3+ layers they stay (edgeless)
+        destinations of the deeper blocks: where another node's sampled neighbours include
+        one, its lower-layer representation is computed from its own features alone, as in
+        OUTRE's pruning sampler.
         """
         seeds_np = self._check_seeds(seeds)
         rng = rng if rng is not None else np.random.default_rng(seed)
@@ -201,13 +205,21 @@ class NeighborSampler:
         blocks: List[Block] = []
         frontier_size = nodes.size
         pruned = np.empty(0, dtype=np.int64)
+        pruned_at = 0  # pruned nodes sit at positions [pruned_at, pruned_at + pruned.size) of `nodes`
         last_inputs = None
         fresh = pruned
         try:
             for hop, fanout in enumerate(self.fanouts):
                 frontier = nodes[:frontier_size]
-                row, pos = sample_neighbors(self.adj.indptr, frontier, fanout, rng, self.replace)
-                src = self.adj.gather(frontier, pos)
+                if hop >= 2 and pruned.size:
+                    # a pruned node's subtree is dropped at every depth, not only at the next hop
+                    keep = np.concatenate([np.arange(pruned_at), np.arange(pruned_at + pruned.size, frontier_size)])
+                    row, pos = sample_neighbors(self.adj.indptr, frontier[keep], fanout, rng, self.replace)
+                    src = self.adj.gather(frontier[keep], pos)
+                    row = keep[row]
+                else:
+                    row, pos = sample_neighbors(self.adj.indptr, frontier, fanout, rng, self.replace)
+                    src = self.adj.gather(frontier, pos)
                 local = mapping[src]
                 new_mask = local < 0
                 if new_mask.any():
@@ -221,6 +233,7 @@ class NeighborSampler:
                         mask = np.asarray(prune(uniq), dtype=bool)
                         pruned = uniq[mask]
                         uniq = np.concatenate([uniq[~mask], pruned])
+                        pruned_at = nodes.size + uniq.size - pruned.size
                     mapping[uniq] = np.arange(nodes.size, nodes.size + uniq.size)
                     nodes = np.concatenate([nodes, uniq])
                     local = mapping[src]

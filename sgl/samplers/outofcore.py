@@ -34,8 +34,11 @@ gathered feature rows), reserved from the largest batch of a sizing pass; :class
 checks it after every batch. A budget smaller than one batch raises :class:`sgl.errors.ConfigError`.
 
 Known simplifications: stores keep the original node order, so a group CSR is read row by row
-(OUTRE's partition-ordered files read it sequentially). Pruning needs >= 2 layers; with 3+
-layers pruned nodes may still be expanded at deeper hops (correct, less saving).
+(OUTRE's partition-ordered files read it sequentially). Pruning needs >= 2 layers; a pruned
+node is expanded at no hop (its whole subtree is dropped); with 3+ layers, where a sampled edge
+of a deeper block reads a pruned node, its lower-layer representation comes from its own
+features alone (OUTRE's sampler does the same), and a pruned node no edge reads costs no
+feature row.
 
 Example:
     >>> import tempfile, os, sgl
@@ -209,12 +212,21 @@ class OutOfCoreTrainer:
 
     @staticmethod
     def needed_positions(batch: MiniBatch) -> np.ndarray:
-        """Positions in ``n_id`` whose features the batch reads: the first block's destinations and
-        every node an edge of it reads (a pruned node that no edge reads needs no features)."""
-        first = batch.blocks[0]
-        used = np.zeros(first.num_src, dtype=bool)
-        used[:first.num_dst] = True
-        used[first.edge_index[0].numpy()] = True
+        """Positions in ``n_id`` whose features the batch reads: walking the blocks from the output
+        back, a block's needed sources are its needed destinations and every node an edge into a
+        needed destination reads; the last block's pruned sources come from the embedding cache.
+        (A pruned node that no edge reads needs no features.)"""
+        blocks = batch.blocks
+        last = blocks[-1]
+        used = np.zeros(last.num_src, dtype=bool)
+        used[:last.num_dst] = True
+        used[last.edge_index[0].numpy()] = True
+        for block in reversed(blocks[:-1]):
+            dst_used = used[:block.num_dst]  # the next block's sources are this block's destinations
+            src, dst = block.edge_index.numpy()
+            used = np.zeros(block.num_src, dtype=bool)
+            used[:block.num_dst] = dst_used
+            used[src[dst_used[dst]]] = True
         return np.flatnonzero(used)
 
     # ------------------------------------------------------------------ preparation
@@ -356,8 +368,8 @@ class OutOfCoreTrainer:
 
         * feature benefit ``b_f(v)``: access count of ``v``'s row in an unpruned profiling pass
           (``profile_epochs`` epochs of batches, sampling only) times the row's bytes;
-        * embedding benefit ``b_e(v)``: the bytes pruning ``v`` saves (its sampled neighbours' rows and
-          its neighbour list), summed over the times ``v`` *is* pruned when the staleness rule is
+        * embedding benefit ``b_e(v)``: the bytes pruning ``v`` saves (the rows and neighbour lists of the
+          subtree it would grow, :meth:`_subtree_bytes`), summed over the times ``v`` *is* pruned when the staleness rule is
           simulated with every node cacheable (a node whose cached value is always stale by its next
           use has no benefit; OUTRE's ``before * beta + after`` counts its subtree at every use),
           scaled so the sum equals the feature reads the simulated pruning removed;
@@ -424,12 +436,12 @@ class OutOfCoreTrainer:
         """Sampling only (no training) with the staleness rule applied to ``member`` nodes (one computed
         at iteration ``t`` is pruned until ``t + staleness``): ``1 + profile_epochs`` epochs, the first
         warming the simulated cache up. Returns per-node feature-row access counts and the bytes
-        pruning saved (sampled neighbours' rows + neighbour list per pruned occurrence), counted
+        pruning saved (:meth:`_subtree_bytes` per pruned occurrence), counted
         after the warm-up epoch."""
         cfg, store = self.cfg, self.store
         n = store.num_nodes
         deg = store.degree()
-        cost = np.minimum(deg, cfg.fanouts[1]) * store.feature_row_bytes + deg * store.index_bytes
+        cost = self._subtree_bytes(deg)
         stamp = np.full(n, -(1 << 40), dtype=np.int64)
         freq = np.zeros(n, dtype=np.float64)
         gain = np.zeros(n, dtype=np.float64)
@@ -449,6 +461,25 @@ class OutOfCoreTrainer:
                 stamp[computed[member[computed]]] = now
                 it += 1
         return freq, gain
+
+    def _subtree_bytes(self, deg: np.ndarray) -> np.ndarray:
+        """Estimated bytes pruning each node (a first-hop node) saves: the feature rows of the subtree
+        it would grow at hops ``1 .. L-1`` and the neighbour lists read to grow it. A node that enters
+        at hop ``h`` draws ``min(deg, fanout_h)`` neighbours there and is expanded again at every later
+        hop; deeper nodes are counted with the mean draw ``m_h`` (no overlap, which the calibration
+        in :meth:`_outre_caches` corrects)."""
+        fan, store = self.cfg.fanouts, self.store
+        take = [float(np.minimum(deg, f).mean()) for f in fan]
+        mean_deg = float(deg.mean())
+        # rows[h] / lists[h]: rows and list reads below a node that is expanded from hop h on
+        rows, lists = [0.0] * (len(fan) + 1), [0.0] * (len(fan) + 1)
+        for h in range(len(fan) - 1, 0, -1):
+            deeper_rows = sum(take[j] * (1 + rows[j + 1]) for j in range(h, len(fan)))
+            rows[h], lists[h] = deeper_rows, (len(fan) - h) * mean_deg + sum(take[j] * lists[j + 1]
+                                                                           for j in range(h, len(fan)))
+        own_rows = sum(np.minimum(deg, fan[h]) * (1 + rows[h + 1]) for h in range(1, len(fan)))
+        own_lists = (len(fan) - 1) * deg + sum(np.minimum(deg, fan[h]) * lists[h + 1] for h in range(1, len(fan)))
+        return own_rows * store.feature_row_bytes + own_lists * store.index_bytes
 
     # ------------------------------------------------------------------ training
     def _sample(self, seeds: np.ndarray, epoch: int, index: int) -> MiniBatch:

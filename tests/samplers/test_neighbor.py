@@ -58,6 +58,49 @@ def test_blocks_chain_and_destinations_are_prefixes():
     assert torch.unique(batch.n_id).numel() == batch.n_id.numel()
 
 
+
+def test_pruned_node_subtree_is_dropped_at_every_depth():
+    # path 0-1-2-3-4, three layers, seed 0: pruning node 1 must drop 2 (its neighbour) *and* 3
+    path = torch.tensor([[0, 1, 1, 2, 2, 3, 3, 4], [1, 0, 2, 1, 3, 2, 4, 3]])
+    graph = Graph.from_edge_index(path, num_nodes=5)
+    sampler = NeighborSampler(graph, [5, 5, 5])
+    full = sampler.sample(torch.tensor([0]), seed=0)
+    assert sorted(full.n_id.tolist()) == [0, 1, 2, 3]
+    batch = sampler.sample(torch.tensor([0]), seed=0, prune=lambda nodes: nodes == 1)
+    assert batch.pruned.tolist() == [1]
+    assert sorted(batch.n_id.tolist()) == [0, 1]
+    for block in batch.blocks:  # node 1 is no block's expanded destination
+        assert 1 not in batch.n_id[block.edge_index[1]].tolist()
+
+
+@pytest.mark.parametrize("fanouts", [[4, 3], [4, 3, 3], [3, 3, 2, 2]])
+def test_pruning_drops_whole_subtrees_on_a_random_graph(fanouts):
+    graph = _random_graph(n=400, m=3000, seed=1)
+    edges = _edge_set(graph)
+    sampler = NeighborSampler(graph, fanouts)
+    seeds = torch.arange(20, 40)
+    full = sampler.sample(seeds, seed=5)
+    hop1 = full.last_input_nodes[seeds.numel():].numpy()
+    marked = set(hop1[::2].tolist())  # every other first-hop node has a fresh cached embedding
+    batch = sampler.sample(seeds, seed=5, prune=lambda nodes: np.isin(nodes, list(marked)))
+    pruned = set(batch.pruned.tolist())
+    assert pruned and pruned <= marked
+    n = batch.n_id.numel()
+    # pruned nodes are the last sources of the output block, after the inner block's destinations
+    assert batch.n_id[batch.blocks[-1].num_src - len(pruned):batch.blocks[-1].num_src].tolist() == \
+        batch.pruned.tolist()
+    assert batch.blocks[-2].num_dst + len(pruned) == batch.blocks[-1].num_src
+    reached = set(seeds.tolist())
+    for block in reversed(batch.blocks):  # output side first: every node is reached through an unpruned one
+        src, dst = batch.n_id[block.edge_index[0]], batch.n_id[block.edge_index[1]]
+        assert all((u, v) in edges for u, v in zip(src.tolist(), dst.tolist()))
+        assert not pruned & set(dst.tolist())  # a pruned node is expanded at no hop
+        assert set(dst.tolist()) <= reached
+        reached |= set(src.tolist())
+    assert reached == set(batch.n_id.tolist()) and len(reached) == n
+    assert n < full.n_id.numel()
+
+
 def test_deterministic_under_a_seed_and_varies_across_seeds():
     graph = _random_graph()
     sampler = NeighborSampler(graph, [4, 4])
