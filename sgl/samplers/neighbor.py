@@ -211,15 +211,15 @@ class NeighborSampler:
         try:
             for hop, fanout in enumerate(self.fanouts):
                 frontier = nodes[:frontier_size]
+                keep = None
                 if hop >= 2 and pruned.size:
                     # a pruned node's subtree is dropped at every depth, not only at the next hop
                     keep = np.concatenate([np.arange(pruned_at), np.arange(pruned_at + pruned.size, frontier_size)])
-                    row, pos = sample_neighbors(self.adj.indptr, frontier[keep], fanout, rng, self.replace)
-                    src = self.adj.gather(frontier[keep], pos)
-                    row = keep[row]
-                else:
-                    row, pos = sample_neighbors(self.adj.indptr, frontier, fanout, rng, self.replace)
-                    src = self.adj.gather(frontier, pos)
+                    frontier = frontier[keep]
+                row, pos = sample_neighbors(self.adj.indptr, frontier, fanout, rng, self.replace)
+                src = self.adj.gather(frontier, pos)
+                if keep is not None:
+                    row = keep[row]  # back to positions among all of this hop's destinations
                 local = mapping[src]
                 new_mask = local < 0
                 if new_mask.any():

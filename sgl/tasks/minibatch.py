@@ -276,13 +276,13 @@ def cli_train_outofcore(args: Any, config: Dict[str, Any]) -> int:
     if model_name not in ("sage", "gcn"):
         raise ConfigError(f"out-of-core training runs the models sage or gcn, got --model {model_name!r}")
     options = {k: v for k, v in config["model_config"].items() if k != "k"}
-    # the method's own settings ride on --model-option too (e.g. staleness=40 embedding_top=0.5 group_csr=true)
-    method_keys = {"staleness", "group_size", "num_parts", "group_csr", "embedding_cache", "embedding_fraction",
-                   "embedding_top", "profile_epochs", "profile_pruned", "neighbor_cache_fraction", "superbatch"}
-    unknown = set(options) - {"hidden", "dropout"} - method_keys
+    # every OutOfCoreConfig field that no other flag sets rides on --model-option (e.g. staleness=40 group_csr=true)
+    set_by_flags = {"method", "fanouts", "memory_budget", "conv", "seed", "lr", "weight_decay", "epochs", "batch_size"}
+    option_keys = set(OutOfCoreConfig.__dataclass_fields__) - set_by_flags
+    unknown = set(options) - option_keys
     if unknown:
-        raise ConfigError(f"unknown model option(s) {sorted(unknown)} for out-of-core training; valid: hidden, "
-                          f"dropout, {', '.join(sorted(method_keys))}")
+        raise ConfigError(f"unknown model option(s) {sorted(unknown)} for out-of-core training; valid: "
+                          f"{', '.join(sorted(option_keys))}")
     train = dict(config["train"])
     unknown = set(train) - {"lr", "weight_decay", "epochs", "batch_size", "device", "patience"}
     if unknown:
