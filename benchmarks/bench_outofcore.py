@@ -151,7 +151,7 @@ def run_synthetic(args) -> dict:
         store = open_store(path, verify="size")
         cfg = OutOfCoreConfig(**_method(method), fanouts=args.fanouts, batch_size=args.batch_size,
                               memory_budget=args.budget, hidden=args.hidden, seed=0, staleness=staleness,
-                              profile_epochs=args.profile_epochs)
+                              profile_epochs=args.profile_epochs, partition_passes=args.partition_passes)
         t0 = time.perf_counter()
         trainer = OutOfCoreTrainer(store, cfg)
         prep_time = time.perf_counter() - t0
@@ -167,6 +167,10 @@ def run_synthetic(args) -> dict:
                       "embedding_refreshes": last["embedding_refreshes"],
                       "all_epochs": [{k: v for k, v in e.items() if k != "by_kind"} for e in epochs],
                       "prep": {k: v for k, v in trainer.prep.items() if not isinstance(v, (list, dict))}}
+        if "partition_inside_fraction" in trainer.prep:
+            rows[name]["partition_inside_fraction"] = trainer.prep["partition_inside_fraction"]
+            print(f"  {name:15s} partitions keep {100 * trainer.prep['partition_inside_fraction']:.1f} % of edges inside "
+                  f"({trainer.prep['partition_time_s']:.1f} s)", flush=True)
         emb = (f"  embeddings pulled {last['embedding_pulls']:,} pushed {last['embedding_pushes']:,} "
                f"recomputed {last['embedding_refreshes']:,}" if trainer.emb_cache is not None else "")
         kinds = ", ".join(f"{k} {v['bytes'] / 2**20:.1f}" for k, v in last["by_kind"].items())
@@ -243,6 +247,8 @@ def main() -> None:
     parser.add_argument("--staleness", default="100", help="OUTRE staleness bound(s), comma-separated")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--profile-epochs", type=int, default=1, help="OUTRE's profiling epochs (synthetic part)")
+    parser.add_argument("--partition-passes", type=int, default=3,
+                        help="OUTRE's FENNEL restreaming passes at most (synthetic part; stops early when the cut stalls)")
     parser.add_argument("--eval-nodes", type=int, default=5000)
     parser.add_argument("--workdir", default="/tmp/sgl_bench_outofcore")
     parser.add_argument("--cora-root", default=None)

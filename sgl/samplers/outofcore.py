@@ -92,6 +92,11 @@ class OutOfCoreConfig:
     num_parts: Optional[int] = None
     #: partitions per group (OUTRE's default 20)
     group_size: int = 20
+    #: OUTRE: FENNEL restreaming passes at most (stopping early, as OUTRE's partitioner does, once
+    #: ``partition_patience`` passes in a row keep no more edges inside partitions); one streaming
+    #: pass over shuffled ids keeps few edges inside, restreaming recovers the communities
+    partition_passes: int = 3
+    partition_patience: int = 2
     #: historical-embedding staleness bound in iterations (OUTRE's default 100)
     staleness: int = 100
     #: use the historical embedding cache (outre)
@@ -125,7 +130,8 @@ class OutOfCoreConfig:
         if self.method not in METHODS:
             raise ConfigError(f"unknown out-of-core method {self.method!r}; choose one of {', '.join(METHODS)}")
         self.fanouts = check_fanouts(self.fanouts)
-        for name in ("batch_size", "group_size", "staleness", "hidden", "epochs", "profile_epochs"):
+        for name in ("batch_size", "group_size", "staleness", "hidden", "epochs", "profile_epochs",
+                     "partition_passes", "partition_patience"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
@@ -346,9 +352,11 @@ class OutOfCoreTrainer:
         indices = store.raw_indices()  # an offline pass over the file (reported as preprocessing)
         if k > 64:
             k1 = int(math.ceil(math.sqrt(k)))
-            parts = fennel_two_level(store.indptr, indices, k1, int(math.ceil(k / k1)), train_mask)
+            parts = fennel_two_level(store.indptr, indices, k1, int(math.ceil(k / k1)), train_mask,
+                                     passes=cfg.partition_passes, patience=cfg.partition_patience)
         else:
-            parts = fennel_partition(store.indptr, indices, k, train_mask)
+            parts = fennel_partition(store.indptr, indices, k, train_mask, passes=cfg.partition_passes,
+                                     patience=cfg.partition_patience)
         self.prep["partition_time_s"] = time.perf_counter() - start
         self.prep["partition_bytes_offline"] = int(indices.nbytes)
         self.num_parts = int(parts.max()) + 1
@@ -362,6 +370,7 @@ class OutOfCoreTrainer:
             bounds = np.searchsorted(parts[by_part], np.arange(self.num_parts + 1))
             self.part_nodes = [by_part[bounds[p]:bounds[p + 1]] for p in range(self.num_parts)]
         self.cross_degree = cross_partition_degree(store.indptr, indices, parts)
+        self.prep["partition_inside_fraction"] = 1.0 - float(self.cross_degree.sum()) / max(1, indices.size)
 
     def _outre_caches(self, room: int) -> None:
         """Profiling, then the grid search over the feature/embedding split of ``room`` bytes.

@@ -181,6 +181,15 @@ def test_embedding_top_limits_the_cached_set(community_store):
     assert top.cache.capacity >= full.cache.capacity
 
 
+def test_more_partition_passes_keep_more_edges_inside_partitions(community_store):
+    few = _trainer(community_store, "outre", group_size=2, partition_passes=1)
+    many = _trainer(community_store, "outre", group_size=2, partition_passes=20)
+    inside = {t: t.prep["partition_inside_fraction"] for t in (few, many)}
+    cross = many.cross_degree.sum() / many.store.num_edges
+    assert abs(inside[many] - (1.0 - cross)) < 1e-12
+    assert inside[many] > inside[few]
+
+
 def test_outre_learns(community_store):
     outre = _trainer(community_store, "outre", group_size=2, lr=0.02)
     for _ in range(5):
@@ -204,7 +213,8 @@ def test_budget_is_checked_at_run_time(community_store):
 
 @pytest.mark.parametrize("bad", [{"method": "belady"}, {"fanouts": [5, 0]}, {"batch_size": 0},
                                  {"neighbor_cache_fraction": 1.0}, {"memory_budget": "lots"},
-                                 {"embedding_top": 0.0}, {"profile_epochs": 0}])
+                                 {"embedding_top": 0.0}, {"profile_epochs": 0}, {"partition_passes": 0},
+                                 {"partition_patience": 0}])
 def test_bad_config(bad):
     with pytest.raises(ConfigError):
         OutOfCoreConfig(**bad)
