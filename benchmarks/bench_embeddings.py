@@ -3,7 +3,8 @@
 Part (a) — AUC vs compression ratio: CAFE, CAFE+, hashing trick (one shared table, and
 per-field tables as in the CAFE artifact) and quotient-remainder at
 *exactly equal bytes* (every backend's ``memory_bytes()`` equals ``round(N / ratio)`` float32
-rows of ``dim``; the sketches are counted) at 10x, 100x and 1000x, on synthetic CTR data
+rows of ``dim``; the sketches are counted — except where a CAFE sketch's granularity cannot
+fill a tiny budget, which leaves CAFE *fewer* bytes and is flagged) at 10x, 100x and 1000x, on synthetic CTR data
 (>= 1M rows, Zipf ids, planted logistic model) and on MovieLens-100k as implicit CTR,
 averaged over seeds. Target: CAFE >= hash AUC at every ratio. The same model (DeepFM),
 optimiser, data order and epochs for every backend.
@@ -89,13 +90,17 @@ def _ratio_method(task) -> tuple:
     if not pilot:
         return f"{ratio:g}/{method}", None, f"  {ratio:>6g}x  {method:<10} does not fit: {errors[-1]}"
     budget = budget_bytes(data.num_embeddings, c["dim"], ratio)
-    exact = [rc for rc in pilot if rc[0]["embedding_bytes"] == budget]  # candidates spending exactly the budget
-    first, chosen = max(exact or pilot, key=lambda rc: rc[0]["val_auc"])
+    # every candidate spends at most the budget (split_budget never exceeds it); where the sketch's
+    # granularity leaves a few bytes unused the method is handicapped, not helped, so validation AUC
+    # alone picks the candidate and the table flags the unused bytes
+    first, chosen = max(pilot, key=lambda rc: rc[0]["val_auc"])
+    if first["embedding_bytes"] > budget:
+        raise AssertionError(f"{method} at {ratio:g}x spends {first['embedding_bytes']} > {budget} bytes")
     runs = [first] + [_train_one(method, data, split, ratio, s, *args, chosen) for s in seeds[1:]]
     aucs = [r["test_auc"] for r in runs]
     extra = f"  [{', '.join(f'{k}={v:g}' for k, v in chosen.items())}]" if chosen else ""
     if first["embedding_bytes"] != budget:
-        extra += f"  (NOT exact: {first['embedding_bytes']} of {budget} bytes; no candidate fits exactly)"
+        extra += f"  (NOT exact: {first['embedding_bytes']} of {budget} bytes; the sketch's granularity leaves the rest unused)"
     line = (f"  {ratio:>6g}x  {method:<10} bytes {runs[0]['embedding_bytes']:>10,}  test AUC {_mean_std(aucs)}  "
             f"log-loss {_mean_std([r['test_logloss'] for r in runs])}  "
             f"({statistics.fmean([r['train_time_s'] for r in runs]):.1f} s/run){extra}")
@@ -252,7 +257,7 @@ def main(argv: List[str] = None) -> int:
                             "baseline (per-field tables, id mod rows, fields of <= 2000/ratio ids kept whole); "
                             "cafe/field = CAFE laid out as the artifact (per-field cold tables, same small-field "
                             "rule), cafe = CAFE with one shared cold hash table")
-    group.add_argument("--hash-rates", default="0.3,0.5,0.7", help="CAFE/CAFE+ hash_rate candidates, chosen on "
+    group.add_argument("--hash-rates", default="0.3,0.5,0.7,0.9", help="CAFE/CAFE+ hash_rate candidates, chosen on "
                                                                    "validation AUC of the first seed")
     group.add_argument("--dim", type=int, default=16)
     group.add_argument("--jobs", type=int, default=1, help="(ratio, method) cells trained in parallel processes, "
