@@ -205,3 +205,36 @@ def test_timeout_stops_starting_trials(graph):
     result = run_search(graph, DesignSpace(**SMALL), _config(trials=10_000, timeout=1.0, optimizer="random"))
     assert 1 <= len(result.trials) < 10_000
     assert _time.perf_counter() - start < 30
+
+
+def test_two_processes_share_one_sqlite_study(graph, tmp_path):
+    """Two `sgl search` processes on one storage fill one study: every trial number once, the trial
+    target reached (at most one in-flight trial per extra process beyond it), nothing lost."""
+    db = tmp_path / "shared.db"
+    space_file = tmp_path / "space.json"
+    space_file.write_text(json.dumps(DesignSpace(**SMALL).to_dict()))
+    options = [f"--dataset-option={k}={v}" for k, v in GRAPH_OPTIONS.items()]
+    target = 8
+    cmd = [sys.executable, "-m", "sgl.cli", "search", "--dataset", "synthetic", *options, "--trials", str(target),
+           "--epochs", "8", "--storage", str(db), "--space", str(space_file), "--threads", "1", "--no-progress"]
+    run_search(graph, DesignSpace(**SMALL), _config(trials=1, storage=str(db), epochs=8),
+               dataset="synthetic", dataset_options=GRAPH_OPTIONS)  # create the study before the race
+    procs = [subprocess.Popen([*cmd, "--seed", str(seed), "--out", str(tmp_path / f"out{seed}")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path) for seed in (0, 1)]
+    errors = []
+    for proc in procs:
+        try:
+            _, err = proc.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        if proc.returncode != 0:
+            errors.append(err.decode()[-2000:])
+    assert not errors, errors
+    result = load_result(str(db))
+    numbers = sorted(t["number"] for t in result.trials)
+    assert len(numbers) == len(set(numbers))
+    assert target <= len(result.trials) <= target + 1
+    with sqlite3.connect(db) as con:
+        states = dict(con.execute("SELECT state, COUNT(*) FROM trials GROUP BY state").fetchall())
+    assert states.get("RUNNING", 0) == 0  # no trial left dangling by either process
