@@ -535,6 +535,45 @@ def _drop_feature_columns(x: torch.Tensor, p: float) -> torch.Tensor:
     return x * keep
 
 
+def run_pretraining(module: nn.Module, x: torch.Tensor, edge_index: torch.Tensor,
+                    step: Callable[[torch.Tensor, torch.Tensor], Tuple[torch.Tensor, Dict[str, torch.Tensor]]], *,
+                    epochs: int, lr: float, weight_decay: float, name: str, cosine: bool = False,
+                    progress: bool = False, callback: Optional[Callable[[int, Any], None]] = None
+                    ) -> List[Dict[str, float]]:
+    """Full-graph self-supervised pre-training shared by GCMAE and the SSL baselines.
+
+    Adam over ``module``'s parameters (cosine learning-rate decay when ``cosine``); each epoch
+    ``step(x, edge_index)`` returns ``(loss, named terms)``. Returns per-epoch ``{"loss", terms...}``,
+    sets ``module.fit_time_s`` and raises :class:`FeatureError` on a non-finite loss.
+    """
+    optimizer = torch.optim.Adam(module.parameters(), lr=lr, weight_decay=weight_decay)
+    schedule = (torch.optim.lr_scheduler.LambdaLR(optimizer, lambda e: 0.5 * (1 + math.cos(math.pi * e / epochs)))
+                if cosine else None)
+    history: List[Dict[str, float]] = []
+    loop = range(epochs)
+    if progress:
+        from tqdm.auto import tqdm
+
+        loop = tqdm(loop, desc=f"{name} pre-training", leave=False, disable=None)
+    start = time.perf_counter()
+    for epoch in loop:
+        module.train()
+        optimizer.zero_grad()
+        loss, terms = step(x, edge_index)
+        if not torch.isfinite(loss):
+            raise FeatureError(f"{name} pre-training diverged (loss {float(loss.detach())}) at epoch {epoch}; "
+                               f"lower lr or check the features for huge values")
+        loss.backward()
+        optimizer.step()
+        if schedule is not None:
+            schedule.step()
+        history.append({"loss": float(loss.detach()), **{k: float(v.detach()) for k, v in terms.items()}})
+        if callback is not None:
+            callback(epoch, module)
+    module.fit_time_s = time.perf_counter() - start
+    return history
+
+
 class GCMAE(nn.Module):
     r"""Graph contrastive masked autoencoder (see the module docstring for the losses).
 
@@ -750,32 +789,14 @@ class GCMAE(nn.Module):
         device = get_device(cfg.device)
         self.to(device)
         x, edge_index = self._inputs(graph, device)
-        optimizer = torch.optim.Adam(self.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda epoch: 0.5 * (1 + math.cos(math.pi * epoch / cfg.epochs)))
-        history: List[Dict[str, float]] = []
-        epochs = range(cfg.epochs)
-        if progress:
-            from tqdm.auto import tqdm
 
-            epochs = tqdm(epochs, desc="GCMAE pre-training", leave=False, disable=None)
-        start = time.perf_counter()
-        for epoch in epochs:
-            self.train()
-            optimizer.zero_grad()
+        def step(x: torch.Tensor, edge_index: torch.Tensor) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
             terms = self.losses(x, edge_index)
-            loss = self.total_loss(terms)
-            if not torch.isfinite(loss):
-                raise FeatureError(f"GCMAE pre-training diverged (loss {float(loss)}) at epoch {epoch}; "
-                                   f"lower lr or check the features for huge values")
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            history.append({"loss": float(loss.detach()), **{k: float(v.detach()) for k, v in terms.items()}})
-            if callback is not None:
-                callback(epoch, self)
-        self.fit_time_s = time.perf_counter() - start
-        return history
+            return self.total_loss(terms), terms
+
+        return run_pretraining(self, x, edge_index, step, epochs=cfg.epochs, lr=cfg.lr,
+                               weight_decay=cfg.weight_decay, name="GCMAE", cosine=True, progress=progress,
+                               callback=callback)
 
     @torch.no_grad()
     def embed(self, graph: Graph) -> torch.Tensor:

@@ -26,8 +26,6 @@ Example:
 from __future__ import annotations
 
 import abc
-import math
-import time
 from dataclasses import asdict, dataclass
 from numbers import Integral, Real
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -40,9 +38,9 @@ from torch_geometric.nn import DeepGraphInfomax
 
 from sgl.data import Graph
 from sgl.device import get_device
-from sgl.errors import ConfigError, FeatureError
+from sgl.errors import ConfigError
 from sgl.models.gcmae import (
-    GCMAE, GCMAEConfig, GNNEncoder, check_ssl_graph, gcmae_config, grace_config, graphmae_config,
+    GCMAE, GCMAEConfig, GNNEncoder, check_ssl_graph, gcmae_config, grace_config, graphmae_config, run_pretraining,
 )
 from sgl.ops import row_normalize
 
@@ -146,25 +144,9 @@ class _PyGWrapper(nn.Module, abc.ABC):
         device = get_device(cfg.device)
         self.to(device)
         x, edge_index = self._inputs(graph, device)
-        optimizer = torch.optim.Adam(self.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        history = []
-        epochs = range(cfg.epochs)
-        if progress:
-            from tqdm.auto import tqdm
-
-            epochs = tqdm(epochs, desc=f"{type(self).__name__} pre-training", leave=False, disable=None)
-        start = time.perf_counter()
-        for epoch in epochs:
-            self.train()
-            optimizer.zero_grad()
-            loss = self._loss(x, edge_index)
-            if not torch.isfinite(loss):
-                raise FeatureError(f"{type(self).__name__} pre-training diverged at epoch {epoch}; lower lr")
-            loss.backward()
-            optimizer.step()
-            history.append({"loss": float(loss.detach())})
-        self.fit_time_s = time.perf_counter() - start
-        return history
+        return run_pretraining(self, x, edge_index, lambda x, e: (self._loss(x, e), {}), epochs=cfg.epochs,
+                               lr=cfg.lr, weight_decay=cfg.weight_decay, name=type(self).__name__,
+                               progress=progress)
 
     @torch.no_grad()
     def embed(self, graph: Graph) -> torch.Tensor:
