@@ -85,7 +85,8 @@ def _name(overrides: dict) -> str:
 
 
 def build_synthetic(path: Path, nodes: int, features: int, degree: int, community: int, intra: float,
-                    signal: float = 0.1, seed: int = 0, train_fraction: float = 0.01) -> Path:
+                    signal: float = 0.1, seed: int = 0, train_fraction: float = 0.01,
+                    powerlaw: float = 0.0) -> Path:
     if (path / "manifest.json").exists():
         return path
     rng = np.random.default_rng(seed)
@@ -95,13 +96,31 @@ def build_synthetic(path: Path, nodes: int, features: int, degree: int, communit
     comm = np.empty(nodes, dtype=np.int64)
     comm[perm] = comm_of_pos
     half = degree // 2
-    src = np.repeat(np.arange(nodes, dtype=np.int64), half)
+    if powerlaw > 0:
+        # Chung-Lu style heavy tail: node weights ~ Pareto(powerlaw - 1) scaled to mean `degree`,
+        # each node draws ~weight/2 edges and partners are picked in proportion to weight
+        weight = rng.pareto(powerlaw - 1.0, nodes) + 1.0
+        weight = np.minimum(weight * degree / weight.mean(), nodes ** 0.5 * degree)
+        stubs = rng.poisson(weight / 2.0)
+        src = np.repeat(np.arange(nodes, dtype=np.int64), stubs)
+    else:
+        weight = None
+        src = np.repeat(np.arange(nodes, dtype=np.int64), half)
     inside = rng.random(src.size) < intra
     pos_src = perm[src]  # position of the source; pick a partner position in the same community
     base = (pos_src // community) * community
     size = np.minimum(community, nodes - base)
-    partner_pos = np.where(inside, base + (rng.random(src.size) * size).astype(np.int64),
-                           rng.integers(0, nodes, src.size))
+    if weight is None:
+        partner_pos = np.where(inside, base + (rng.random(src.size) * size).astype(np.int64),
+                               rng.integers(0, nodes, src.size))
+    else:
+        w_pos = np.empty(nodes)
+        w_pos[perm] = weight  # weights in position order: communities are contiguous positions
+        cum = np.concatenate([[0.0], np.cumsum(w_pos)])
+        lo, hi = cum[base], cum[base + size]
+        target = np.where(inside, lo + rng.random(src.size) * (hi - lo), rng.random(src.size) * cum[-1])
+        partner_pos = np.minimum(np.searchsorted(cum, target, side="right") - 1, nodes - 1)
+        del w_pos, cum, lo, hi, target
     inv = np.empty(nodes, dtype=np.int64)
     inv[perm] = np.arange(nodes)
     dst = inv[partner_pos]
@@ -143,15 +162,17 @@ def build_synthetic(path: Path, nodes: int, features: int, degree: int, communit
 
 def run_synthetic(args) -> dict:
     tag = "" if args.train_fraction == 0.01 else f"_train{args.train_fraction}"
+    tag += f"_powerlaw{args.powerlaw}" if args.powerlaw > 0 else ""
     path = build_synthetic(Path(args.workdir) / f"synthetic_{args.nodes}_{args.features}_{args.signal}{tag}",
                            args.nodes, args.features, args.degree, args.community, args.intra, args.signal,
-                           train_fraction=args.train_fraction)
+                           train_fraction=args.train_fraction, powerlaw=args.powerlaw)
     rows = {}
     for name, method, staleness in _runs(args.methods, args.staleness):
         store = open_store(path, verify="size")
         cfg = OutOfCoreConfig(**_method(method), fanouts=args.fanouts, batch_size=args.batch_size,
                               memory_budget=args.budget, hidden=args.hidden, seed=0, staleness=staleness,
-                              profile_epochs=args.profile_epochs, partition_passes=args.partition_passes)
+                              profile_epochs=args.profile_epochs, partition_passes=args.partition_passes,
+                              reset_caches=args.reset_caches)
         t0 = time.perf_counter()
         trainer = OutOfCoreTrainer(store, cfg)
         prep_time = time.perf_counter() - t0
@@ -238,6 +259,9 @@ def main() -> None:
     parser.add_argument("--degree", type=int, default=10)
     parser.add_argument("--community", type=int, default=1000)
     parser.add_argument("--intra", type=float, default=0.8)
+    parser.add_argument("--powerlaw", type=float, default=0.0,
+                        help="> 2: heavy-tailed degrees (Chung-Lu, degree exponent ~ this value); 0: every node "
+                             "draws degree/2 edges (flat degrees)")
     parser.add_argument("--signal", type=float, default=0.1, help="scale of the class centroids (noise std 1)")
     parser.add_argument("--budget", default="256MB")
     parser.add_argument("--fanouts", default="10,10")
@@ -249,6 +273,9 @@ def main() -> None:
     parser.add_argument("--profile-epochs", type=int, default=1, help="OUTRE's profiling epochs (synthetic part)")
     parser.add_argument("--partition-passes", type=int, default=3,
                         help="OUTRE's FENNEL restreaming passes at most (synthetic part; stops early when the cut stalls)")
+    parser.add_argument("--reset-caches", action="store_true",
+                        help="synthetic part: restart the caches as the official codes do (Ginex refills its cache "
+                             "from storage every superbatch; OUTRE empties its feature and embedding caches every epoch)")
     parser.add_argument("--eval-nodes", type=int, default=5000)
     parser.add_argument("--workdir", default="/tmp/sgl_bench_outofcore")
     parser.add_argument("--cora-root", default=None)

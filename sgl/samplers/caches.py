@@ -137,6 +137,12 @@ class _FeatureCacheBase(abc.ABC):
         self.misses += int(miss.sum())
         return out
 
+    def clear(self) -> None:
+        """Drop every cached row (hit/miss counters are kept)."""
+        if self.capacity:
+            self.slot_of[self.node_of[self.node_of >= 0]] = -1
+        self.node_of[:] = -1
+
     @abc.abstractmethod
     def _admit(self, ids, hit, slot, miss_ids, miss_rows) -> None:
         """The policy: decide which of this batch's rows stay cached (and update its bookkeeping)."""
@@ -203,6 +209,11 @@ class StaticFeatureCache(_FeatureCacheBase):
     def nbytes(self) -> int:
         return super().nbytes + int(self.member.nbytes)
 
+    def clear(self) -> None:
+        """Empty the cache; members are cached again on their next miss (OUTRE's per-epoch restart)."""
+        super().clear()
+        self.filled = 0
+
     def _admit(self, ids, hit, slot, miss_ids, miss_rows) -> None:
         if not self.capacity or miss_ids.size == 0:
             return
@@ -230,10 +241,25 @@ class BeladyFeatureCache(_FeatureCacheBase):
         self.used = 0
         self.set_trace(trace)
 
-    def set_trace(self, trace: Sequence[np.ndarray]) -> None:
-        """Start a new superbatch: its per-batch id sets; cached rows keep their data."""
+    def set_trace(self, trace: Sequence[np.ndarray], refill: bool = False) -> None:
+        """Start a new superbatch: its per-batch id sets. Cached rows keep their data, or, with
+        ``refill``, the cache is rebuilt as Ginex does for every superbatch: emptied, then filled
+        from storage (counted reads) with the superbatch's first ``capacity`` distinct ids in
+        access order (Ginex's ``initial_cache_indices`` / ``fill_cache``)."""
         never = np.iinfo(np.int64).max
         self.trace = [np.asarray(t, dtype=np.int64) for t in trace]
+        if refill and self.capacity:
+            self.clear()
+            self.next_of[:] = never
+            self.used = 0
+            ids = np.concatenate(self.trace) if self.trace else np.empty(0, dtype=np.int64)
+            if ids.size:
+                _, first = np.unique(ids, return_index=True)
+                initial = ids[np.sort(first)][:self.capacity]
+                for lo in range(0, initial.size, 1 << 16):  # in chunks: no cache-sized temporary
+                    part = initial[lo:lo + (1 << 16)]
+                    self._store(np.arange(lo, lo + part.size), part, self.reader.read(part))
+                self.used = int(initial.size)
         self.step = 0
         empty = np.empty(0, dtype=np.int64)
         batch = np.concatenate([np.full(t.size, i, dtype=np.int64) for i, t in enumerate(self.trace)]) \
@@ -347,6 +373,10 @@ class HistoricalEmbeddingCache:
         ok = slot >= 0
         ok[ok] = iteration - self.stamp[slot[ok]] < self.staleness
         return ok
+
+    def clear(self) -> None:
+        """Forget every entry (OUTRE starts each epoch with an empty embedding cache)."""
+        self.stamp[:] = -(1 << 40)
 
     def pull(self, nodes: np.ndarray) -> torch.Tensor:
         self.pulls += int(nodes.size)

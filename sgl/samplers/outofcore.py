@@ -118,6 +118,12 @@ class OutOfCoreConfig:
     profile_pruned: bool = True
     #: Ginex superbatch in batches (0 = one epoch)
     superbatch: int = 0
+    #: restart the caches as the official codes do: Ginex rebuilds its feature cache for every
+    #: superbatch and fills it from storage with the superbatch's first distinct ids
+    #: (run_ginex.py ``switch``/``fill_cache``); OUTRE empties its static feature cache and its
+    #: embedding cache every epoch (run_main.py re-creates both). False keeps cached rows and
+    #: embeddings across superbatches and epochs (warmer than either official code)
+    reset_caches: bool = False
     hidden: int = 64
     dropout: float = 0.5
     lr: float = 0.01
@@ -534,6 +540,10 @@ class OutOfCoreTrainer:
         torch.manual_seed(self.cfg.seed * 100_003 + epoch)
         seeds_list = self.batches(epoch)
         losses = []
+        if self.cfg.method == "outre" and self.cfg.reset_caches:
+            self.cache.clear()
+            if self.emb_cache is not None:
+                self.emb_cache.clear()
         if self.cfg.method == "ginex":
             # a superbatch: up to `superbatch` batches (0: the epoch) whose next-use plan fits its room
             limit = self.cfg.superbatch or len(seeds_list)
@@ -552,7 +562,7 @@ class OutOfCoreTrainer:
                         break
                     chunk.append((batch, trace))
                     plan += trace.size * per_id
-                self.cache.set_trace([t for _, t in chunk])
+                self.cache.set_trace([t for _, t in chunk], refill=self.cfg.reset_caches)
                 losses.extend(self._step(b) for b, _ in chunk)
         elif self._group is not None:
             index = 0

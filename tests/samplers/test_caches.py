@@ -122,3 +122,69 @@ def test_parse_bytes_and_budget():
     budget.check(working_bytes=500)
     with pytest.raises(ConfigError, match="budget"):
         budget.check(working_bytes=2000)
+
+
+def _ginex_refill_reference(trace, capacity):
+    """Ginex per superbatch: a fresh cache filled with the first `capacity` distinct ids (all read),
+    then Belady over the superbatch; returns (storage reads, hits)."""
+    order = []
+    for ids in trace:
+        order += [v for v in ids.tolist() if v not in order]
+    cache = set(order[:capacity])
+    reads, hits = len(cache), 0
+    for t, ids in enumerate(trace):
+        ids = set(ids.tolist())
+        hits += len(ids & cache)
+        reads += len(ids - cache)
+
+        def next_use(v):
+            for u in range(t + 1, len(trace)):
+                if v in set(trace[u].tolist()):
+                    return u
+            return 10**9
+        keep = sorted(cache | ids, key=lambda v: (next_use(v), v))
+        cache = {v for v in keep[:capacity] if next_use(v) < 10**9}
+    return reads, hits
+
+
+def test_belady_refill_rebuilds_the_cache_from_storage_like_ginex():
+    trace = _trace(seed=5)
+    rows = Rows()
+    cache = BeladyFeatureCache(rows, 8, trace[:20])
+    for ids in trace[:20]:
+        cache.fetch(ids)
+    reads_before, hits_before = rows.reads, cache.hits
+    cache.set_trace(trace[20:], refill=True)
+    for ids in trace[20:]:
+        got = cache.fetch(ids)
+        assert torch.equal(got, torch.as_tensor(np.stack([ids, 2 * ids], 1), dtype=torch.float32))
+    reads, hits = _ginex_refill_reference(trace[20:], 8)
+    assert rows.reads - reads_before == reads  # the fill is counted as storage reads
+    assert cache.hits - hits_before == hits
+    # keeping the contents instead never reads more for the same superbatch
+    warm_rows = Rows()
+    warm = BeladyFeatureCache(warm_rows, 8, trace[:20])
+    for ids in trace[:20]:
+        warm.fetch(ids)
+    before = warm_rows.reads
+    warm.set_trace(trace[20:])
+    for ids in trace[20:]:
+        warm.fetch(ids)
+    assert warm_rows.reads - before <= rows.reads - reads_before
+
+
+def test_static_and_embedding_caches_clear():
+    rows = Rows()
+    static = StaticFeatureCache(rows, np.array([1, 2, 3]))
+    static.fetch(np.array([1, 2, 9]))
+    static.fetch(np.array([1, 2]))
+    assert static.hits == 2 and rows.reads == 3
+    static.clear()
+    static.fetch(np.array([1, 2]))  # members are read again once, then cached again
+    static.fetch(np.array([1, 2]))
+    assert rows.reads == 5 and static.hits == 4
+    emb = HistoricalEmbeddingCache(np.array([1, 4]), num_nodes=10, width=3, staleness=5)
+    emb.push(np.array([1, 4]), torch.ones(2, 3), iteration=0)
+    assert emb.fresh(np.array([1, 4]), 1).tolist() == [True, True]
+    emb.clear()
+    assert emb.fresh(np.array([1, 4]), 1).tolist() == [False, False]

@@ -190,6 +190,18 @@ def test_more_partition_passes_keep_more_edges_inside_partitions(community_store
     assert inside[many] > inside[few]
 
 
+@pytest.mark.parametrize("method", ["ginex", "outre"])
+def test_reset_caches_restarts_them_like_the_official_codes(community_store, method):
+    kw = dict(group_size=2) if method == "outre" else {}
+    warm, cold = _trainer(community_store, method, **kw), _trainer(community_store, method, reset_caches=True, **kw)
+    first = [t.train_epoch() for t in (warm, cold)]
+    assert first[0]["bytes_read"] <= first[1]["bytes_read"]  # Ginex's fill reads what it would miss anyway
+    second = [t.train_epoch() for t in (warm, cold)]
+    assert second[1]["bytes_read"] > second[0]["bytes_read"]  # warm caches carry rows into epoch 2
+    if method == "outre":
+        assert second[1]["embedding_pulls"] < second[0]["embedding_pulls"]
+
+
 def test_outre_learns(community_store):
     outre = _trainer(community_store, "outre", group_size=2, lr=0.02)
     for _ in range(5):
