@@ -74,15 +74,21 @@ def test_belady_matches_the_reference_and_beats_lru():
         assert belady.hits >= lru.hits
 
 
-def test_belady_new_superbatch_keeps_contents_and_rejects_a_different_trace():
-    trace = _trace(seed=4)
-    cache = BeladyFeatureCache(Rows(), 8, trace[:20])
+def _two_superbatches(trace, refill=False, capacity=8):
+    """Replay trace[:20] as one superbatch and trace[20:] as the next; returns the store, the cache,
+    (reads, hits) before the second superbatch and its fetched rows."""
+    rows = Rows()
+    cache = BeladyFeatureCache(rows, capacity, trace[:20])
     for ids in trace[:20]:
         cache.fetch(ids)
-    hits = cache.hits
-    cache.set_trace(trace[20:])
-    for ids in trace[20:]:
-        cache.fetch(ids)
+    before = (rows.reads, cache.hits)
+    cache.set_trace(trace[20:], refill=refill)
+    return rows, cache, before, [cache.fetch(ids) for ids in trace[20:]]
+
+
+def test_belady_new_superbatch_keeps_contents_and_rejects_a_different_trace():
+    trace = _trace(seed=4)
+    _, cache, (_, hits), _ = _two_superbatches(trace)
     assert cache.hits > hits
     with pytest.raises(ConfigError):
         cache.fetch(trace[0])  # past the end of the planned superbatch
@@ -149,28 +155,15 @@ def _ginex_refill_reference(trace, capacity):
 
 def test_belady_refill_rebuilds_the_cache_from_storage_like_ginex():
     trace = _trace(seed=5)
-    rows = Rows()
-    cache = BeladyFeatureCache(rows, 8, trace[:20])
-    for ids in trace[:20]:
-        cache.fetch(ids)
-    reads_before, hits_before = rows.reads, cache.hits
-    cache.set_trace(trace[20:], refill=True)
-    for ids in trace[20:]:
-        got = cache.fetch(ids)
+    rows, cache, (reads_before, hits_before), fetched = _two_superbatches(trace, refill=True)
+    for ids, got in zip(trace[20:], fetched):
         assert torch.equal(got, torch.as_tensor(np.stack([ids, 2 * ids], 1), dtype=torch.float32))
     reads, hits = _ginex_refill_reference(trace[20:], 8)
     assert rows.reads - reads_before == reads  # the fill is counted as storage reads
     assert cache.hits - hits_before == hits
     # keeping the contents instead never reads more for the same superbatch
-    warm_rows = Rows()
-    warm = BeladyFeatureCache(warm_rows, 8, trace[:20])
-    for ids in trace[:20]:
-        warm.fetch(ids)
-    before = warm_rows.reads
-    warm.set_trace(trace[20:])
-    for ids in trace[20:]:
-        warm.fetch(ids)
-    assert warm_rows.reads - before <= rows.reads - reads_before
+    warm_rows, _, (warm_before, _), _ = _two_superbatches(trace)
+    assert warm_rows.reads - warm_before <= rows.reads - reads_before
 
 
 def test_static_and_embedding_caches_clear():
