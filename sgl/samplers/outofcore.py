@@ -141,6 +141,9 @@ class OutOfCoreConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("embedding_cache", "group_csr", "profile_pruned", "reset_caches"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         self.budget_bytes = parse_bytes(self.memory_budget)
         if not 0.0 <= self.neighbor_cache_fraction < 1.0:
             raise ConfigError(f"neighbor_cache_fraction must be in [0, 1), got {self.neighbor_cache_fraction}")

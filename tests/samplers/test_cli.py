@@ -45,7 +45,8 @@ def test_train_outre_takes_its_settings_as_model_options(tmp_path, capsys):
     argv = ["train", "--sampler", "outre", "--dataset", f"store:{store}", "--memory-budget", "1MB",
             "--fanouts", "3,3", "--batch-size", "4", "--epochs", "2", "--seeds", "1", "--no-progress", "--out", str(out),
             "--model-option", "staleness=7", "--model-option", "group_csr=true", "--model-option", "num_parts=2",
-            "--model-option", "group_size=1", "--model-option", "embedding_top=0.5"]
+            "--model-option", "group_size=1", "--model-option", "embedding_top=0.5",
+            "--model-option", "reset_caches=true", "--model-option", "partition_passes=5"]
     assert main(argv) == 0
     run = json.loads(out.read_text())["runs"][0]
     assert run["epochs"][-1]["bytes_read"] > 0

@@ -226,7 +226,7 @@ def test_budget_is_checked_at_run_time(community_store):
 @pytest.mark.parametrize("bad", [{"method": "belady"}, {"fanouts": [5, 0]}, {"batch_size": 0},
                                  {"neighbor_cache_fraction": 1.0}, {"memory_budget": "lots"},
                                  {"embedding_top": 0.0}, {"profile_epochs": 0}, {"partition_passes": 0},
-                                 {"partition_patience": 0}])
+                                 {"partition_patience": 0}, {"reset_caches": "yes"}, {"group_csr": 1}])
 def test_bad_config(bad):
     with pytest.raises(ConfigError):
         OutOfCoreConfig(**bad)
