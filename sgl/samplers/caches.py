@@ -177,6 +177,10 @@ class LRUFeatureCache(_FeatureCacheBase):
     def nbytes(self) -> int:
         return super().nbytes + int(self.last_used.nbytes)
 
+    def clear(self) -> None:
+        super().clear()
+        self.last_used[:] = -1  # empty slots are taken first
+
     def _admit(self, ids, hit, slot, miss_ids, miss_rows) -> None:
         self.clock += 1
         if not self.capacity:

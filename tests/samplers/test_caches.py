@@ -166,7 +166,14 @@ def test_belady_refill_rebuilds_the_cache_from_storage_like_ginex():
     assert warm_rows.reads - warm_before <= rows.reads - reads_before
 
 
-def test_static_and_embedding_caches_clear():
+def test_static_lru_and_embedding_caches_clear():
+    lru_rows = Rows()
+    lru = LRUFeatureCache(lru_rows, 2)
+    lru.fetch(np.array([1, 2]))
+    lru.clear()
+    lru.fetch(np.array([1, 2]))  # read again, cached again
+    lru.fetch(np.array([1, 2]))
+    assert lru_rows.reads == 4 and lru.hits == 2
     rows = Rows()
     static = StaticFeatureCache(rows, np.array([1, 2, 3]))
     static.fetch(np.array([1, 2, 9]))
