@@ -62,17 +62,22 @@ def bucket_of(keys: np.ndarray, num_buckets: int) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _place(keys, scores, hot, free, top, key, v, threshold, new_keys, new_hot, n_new):
-    """Insert one (key, v) into the main table; returns the updated count of promotions."""
-    b = _bucket(key, keys.shape[0])
-    slot = -1
+def _find(keys, b, key):
+    """(slot of ``key`` in bucket ``b`` or -1, first empty slot before it or -1)."""
     empty = -1
     for j in range(keys.shape[1]):
         if keys[b, j] == key:
-            slot = j
-            break
+            return j, empty
         if empty < 0 and keys[b, j] == EMPTY_KEY:
             empty = j
+    return -1, empty
+
+
+@numba.njit(cache=True)
+def _place(keys, scores, hot, free, top, key, v, threshold, new_keys, new_hot, n_new):
+    """Insert one (key, v) into the main table; returns the updated count of promotions."""
+    b = _bucket(key, keys.shape[0])
+    slot, empty = _find(keys, b, key)
     if slot >= 0:
         scores[b, slot] += v
     elif empty >= 0:

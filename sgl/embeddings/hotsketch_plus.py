@@ -35,7 +35,7 @@ import numba
 import numpy as np
 
 from sgl.embeddings.base import check_size
-from sgl.embeddings.hotsketch import BUCKET_BYTES, EMPTY_KEY, SLOTS, HotSketch, _bucket, _place, check_keys
+from sgl.embeddings.hotsketch import BUCKET_BYTES, EMPTY_KEY, SLOTS, HotSketch, _bucket, _find, _place, check_keys
 from sgl.errors import EmbeddingError
 
 __all__ = ["HotSketchPlus"]
@@ -57,24 +57,11 @@ def _insert_plus(keys, scores, hot, free, top, fkeys, fcounts, ftime, now, ids, 
     for i in range(ids.shape[0]):
         key = ids[i]
         v = values[i]
-        b = _bucket(key, keys.shape[0])
-        in_main = False
-        for j in range(keys.shape[1]):
-            if keys[b, j] == key:
-                in_main = True
-                break
-        if in_main:
+        if _find(keys, _bucket(key, keys.shape[0]), key)[0] >= 0:  # already in the main table
             n_new = _place(keys, scores, hot, free, top, key, v, threshold, new_keys, new_hot, n_new)
             continue
         fb = _filter_bucket(key, fkeys.shape[0])
-        slot = -1
-        empty = -1
-        for j in range(fkeys.shape[1]):
-            if fkeys[fb, j] == key:
-                slot = j
-                break
-            if empty < 0 and fkeys[fb, j] == EMPTY_KEY:
-                empty = j
+        slot, empty = _find(fkeys, fb, key)
         if slot >= 0:
             fcounts[fb, slot] += v
             ftime[fb, slot] = now
