@@ -163,6 +163,10 @@ def build_synthetic(path: Path, nodes: int, features: int, degree: int, communit
 def run_synthetic(args) -> dict:
     tag = "" if args.train_fraction == 0.01 else f"_train{args.train_fraction}"
     tag += f"_powerlaw{args.powerlaw}" if args.powerlaw > 0 else ""
+    # a store is reused by name: every generator setting that differs from the default is in it
+    for name, default in (("degree", 10), ("community", 1000), ("intra", 0.8)):
+        if getattr(args, name) != default:
+            tag += f"_{name}{getattr(args, name)}"
     path = build_synthetic(Path(args.workdir) / f"synthetic_{args.nodes}_{args.features}_{args.signal}{tag}",
                            args.nodes, args.features, args.degree, args.community, args.intra, args.signal,
                            train_fraction=args.train_fraction, powerlaw=args.powerlaw)
