@@ -252,18 +252,6 @@ class BeladyFeatureCache(_FeatureCacheBase):
         access order (Ginex's ``initial_cache_indices`` / ``fill_cache``)."""
         never = np.iinfo(np.int64).max
         self.trace = [np.asarray(t, dtype=np.int64) for t in trace]
-        if refill and self.capacity:
-            self.clear()
-            self.next_of[:] = never
-            self.used = 0
-            ids = np.concatenate(self.trace) if self.trace else np.empty(0, dtype=np.int64)
-            if ids.size:
-                _, first = np.unique(ids, return_index=True)
-                initial = ids[np.sort(first)][:self.capacity]
-                for lo in range(0, initial.size, 1 << 16):  # in chunks: no cache-sized temporary
-                    part = initial[lo:lo + (1 << 16)]
-                    self._store(np.arange(lo, lo + part.size), part, self.reader.read(part))
-                self.used = int(initial.size)
         self.step = 0
         empty = np.empty(0, dtype=np.int64)
         batch = np.concatenate([np.full(t.size, i, dtype=np.int64) for i, t in enumerate(self.trace)]) \
@@ -277,16 +265,25 @@ class BeladyFeatureCache(_FeatureCacheBase):
         # the plan keeps one int32 batch index per occurrence (``never`` -> int32 max): 4 B per id
         nxt32 = np.where(nxt == never, self.NEVER32, nxt).astype(np.int32)
         self._next = np.split(nxt32, np.cumsum([t.size for t in self.trace])[:-1]) if self.trace else []
-        if self.capacity and self.used:
+        if not self.capacity:
+            return
+        is_first = np.ones(nodes.size, dtype=bool)
+        is_first[1:] = ~same
+        firsts = order[is_first]  # each traced node's first occurrence
+        if refill:
+            self.clear()
+            self.next_of[:] = never
+            initial = nodes[np.sort(firsts)][:self.capacity]  # first distinct ids in access order
+            for lo in range(0, initial.size, 1 << 16):  # in chunks: no cache-sized temporary
+                part = initial[lo:lo + (1 << 16)]
+                self._store(np.arange(lo, lo + part.size), part, self.reader.read(part))
+            self.used = int(initial.size)
+        if self.used:
             # cached rows: next use = first batch of the new superbatch that needs them
             first = np.full(self.capacity, never, dtype=np.int64)
-            if nodes.size:
-                is_first = np.ones(nodes.size, dtype=bool)
-                is_first[1:] = ~same
-                firsts = order[is_first]
-                slots = self.slot_of[nodes[firsts]]
-                ok = slots >= 0
-                first[slots[ok]] = batch[firsts][ok]
+            slots = self.slot_of[nodes[firsts]]
+            ok = slots >= 0
+            first[slots[ok]] = batch[firsts][ok]
             self.next_of[:self.used] = first[:self.used]
 
     @property
