@@ -193,6 +193,7 @@ class OutOfCoreTrainer:
         self.budget = MemoryBudget(cfg.budget_bytes)
         self.epoch = 0
         self.iteration = 0
+        self._io_only = False
         self.prep: Dict[str, Any] = {}
         start_bytes = store.counter.stats()["bytes"]
         start = time.perf_counter()
@@ -507,11 +508,22 @@ class OutOfCoreTrainer:
             prune = lambda nodes: self.emb_cache.fresh(nodes, it)  # noqa: E731
         return self.sampler.sample(seeds, rng=np.random.default_rng([self.cfg.seed, epoch, index]), prune=prune)
 
-    def _step(self, batch: MiniBatch) -> float:
+    def _step(self, batch: MiniBatch, io_only: bool = False) -> float:
         model = self.model
         needed = self.needed_positions(batch)
         ids = batch.n_id.numpy()[needed]
         rows = self.cache.fetch(ids)
+        if io_only:
+            # the batch's I/O and cache bookkeeping without the model: the embedding cache records
+            # the push (its stamp decides later pruning) with placeholder rows
+            if self.emb_cache is not None:
+                if batch.pruned.numel():
+                    self.emb_cache.pull(batch.pruned.numpy())
+                computed = batch.last_input_nodes[:batch.last_input_nodes.numel() - batch.pruned.numel()].numpy()
+                self.emb_cache.push(computed, torch.zeros(computed.size, self.model.last_input_width), self.iteration)
+            self.budget.check(working_bytes=rows.numel() * 4, where=f"at iteration {self.iteration}")
+            self.iteration += 1
+            return float("nan")
         x = torch.zeros(batch.n_id.numel(), self.store.num_features)
         x[torch.from_numpy(needed)] = rows
         x = model.transform_features(x)
@@ -530,8 +542,18 @@ class OutOfCoreTrainer:
         self.iteration += 1
         return float(loss.detach())
 
-    def train_epoch(self) -> Dict[str, Any]:
-        """One epoch; returns loss, time, and bytes/requests read from storage."""
+    def train_epoch(self, io_only: bool = False) -> Dict[str, Any]:
+        """One epoch; returns loss, time, and bytes/requests read from storage.
+
+        ``io_only=True`` replays the epoch's storage traffic exactly (sampling, pruning, every
+        cache) without the model's forward and backward passes: what is read depends only on the
+        seeds, the samplers' random streams and the caches, never on the weights, so the byte and
+        request figures equal a training epoch's (tested) at a fraction of the time. The loss is
+        NaN, and the embedding cache then holds placeholder rows, so such a trainer refuses
+        :meth:`evaluate`.
+        """
+        if io_only:
+            self._io_only = True
         counter = self.store.counter
         before = {k: dict(v) for k, v in counter.by_kind().items()}
         emb = self.emb_cache
@@ -566,20 +588,20 @@ class OutOfCoreTrainer:
                     chunk.append((batch, trace))
                     plan += trace.size * per_id
                 self.cache.set_trace([t for _, t in chunk], refill=self.cfg.reset_caches)
-                losses.extend(self._step(b) for b, _ in chunk)
+                losses.extend(self._step(b, io_only) for b, _ in chunk)
         elif self._group is not None:
             index = 0
             try:
                 for parts, group_batches in self.partition_groups(epoch):
                     self._load_group(parts)  # the group's CSR is read before its first batch
                     for seeds in group_batches:
-                        losses.append(self._step(self._sample(seeds, epoch, index)))
+                        losses.append(self._step(self._sample(seeds, epoch, index), io_only))
                         index += 1
             finally:
                 self._load_group(None)
         else:
             for i, seeds in enumerate(seeds_list):
-                losses.append(self._step(self._sample(seeds, epoch, i)))
+                losses.append(self._step(self._sample(seeds, epoch, i), io_only))
         elapsed = time.perf_counter() - start
         self.epoch += 1
         after = counter.by_kind()
@@ -650,6 +672,9 @@ class OutOfCoreTrainer:
                  fanouts: Optional[Sequence[int]] = None) -> float:
         """Accuracy on ``split`` with fresh (uncached) sampled inference; its I/O is not counted
         in epoch figures (the counter is restored)."""
+        if self._io_only:
+            raise ConfigError("this trainer ran an io_only epoch (no training; its embedding cache holds placeholder "
+                              "rows), so its accuracy means nothing; evaluate a trainer that ran train_epoch()")
         nodes = {"train": self.train_nodes, "val": self.val_nodes, "test": self.test_nodes}[split]
         if max_nodes is not None and nodes.size > max_nodes:
             nodes = np.sort(np.random.default_rng([self.cfg.seed, 99]).choice(nodes, max_nodes, replace=False))

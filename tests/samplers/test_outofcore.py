@@ -202,6 +202,23 @@ def test_reset_caches_restarts_them_like_the_official_codes(community_store, met
         assert second[1]["embedding_pulls"] < second[0]["embedding_pulls"]
 
 
+@pytest.mark.parametrize("method,kw", [("lru", {}), ("ginex", {}), ("outre", dict(group_size=2)),
+                                       ("outre", dict(group_size=2, group_csr=True, fanouts=[3, 3, 3], embedding_fraction=0.3))])
+def test_io_only_epochs_read_exactly_what_training_reads(community_store, method, kw):
+    # what is read depends on seeds, samples and caches, never on the weights: an io_only replay
+    # matches a training run byte for byte, epoch after epoch (pruning included)
+    trained, replayed = _trainer(community_store, method, **dict(kw)), _trainer(community_store, method, **dict(kw))
+    for _ in range(3):
+        a, b = trained.train_epoch(), replayed.train_epoch(io_only=True)
+        assert (a["bytes_read"], a["requests"], a["by_kind"]) == (b["bytes_read"], b["requests"], b["by_kind"])
+        assert a["embedding_pulls"] == b["embedding_pulls"] and a["embedding_pushes"] == b["embedding_pushes"]
+        assert np.isfinite(a["loss"]) and np.isnan(b["loss"])
+    if method == "outre":
+        assert b["embedding_pulls"] > 0  # the pruning path was exercised
+    with pytest.raises(ConfigError, match="io_only"):
+        replayed.evaluate("test")
+
+
 def test_outre_learns(community_store):
     outre = _trainer(community_store, "outre", group_size=2, lr=0.02)
     for _ in range(5):
