@@ -43,7 +43,9 @@ METHODS = ("lru", "ginex", "outre")
 #: ablation rows: OUTRE's partition batches and neighbour cache without the embedding cache;
 #: OUTRE with each partition group's CSR loaded up front (instead of neighbour lists on demand)
 VARIANTS = {"outre-noemb": {"method": "outre", "embedding_cache": False},
-            "outre-gcsr": {"method": "outre", "group_csr": True}}
+            "outre-gcsr": {"method": "outre", "group_csr": True},
+            # OUTRE's batches and embedding cache on Ginex-like's feature cache (same training as outre)
+            "outre-belady": {"method": "outre", "feature_cache": "belady"}}
 #: OUTRE settings tried on Cora: staleness bound (iterations) x share of first-hop nodes the
 #: embedding cache may hold (``embedding_top``); profiled over 5 epochs (Cora has ~9 batches each)
 CORA_CANDIDATES = ";".join(f"staleness={s},embedding_top={t},profile_epochs=5"
@@ -58,7 +60,7 @@ def _runs(methods, staleness_values):
     """(row name, method, staleness): OUTRE once per staleness bound, every other method once."""
     runs = []
     for method in methods:
-        sweep = _method(method) == {"method": "outre"} and len(staleness_values) > 1
+        sweep = method in ("outre", "outre-belady") and len(staleness_values) > 1
         values = staleness_values if sweep else [staleness_values[-1]]
         runs.extend((f"{method}(s={v})" if sweep else method, method, v) for v in values)
     return runs
@@ -74,7 +76,10 @@ def parse_candidates(text: str) -> list:
             value = value.strip()
             item[key.strip()] = {"true": True, "false": False}.get(value.lower(), None)
             if item[key.strip()] is None:
-                item[key.strip()] = float(value) if any(ch in value for ch in ".e") else int(value)
+                try:
+                    item[key.strip()] = float(value) if any(ch in value for ch in ".e") else int(value)
+                except ValueError:
+                    item[key.strip()] = value  # e.g. feature_cache=belady
         out.append(item)
     return out
 
@@ -300,7 +305,7 @@ def main() -> None:
     parser.add_argument("--skip-synthetic", action="store_true")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--methods", default=",".join(METHODS),
-                        help="subset of lru,ginex,outre and the ablation outre-noemb")
+                        help="subset of lru,ginex,outre and the variants outre-noemb, outre-gcsr, outre-belady")
     parser.add_argument("--json", help="write all figures here")
     args = parser.parse_args()
     args.fanouts = [int(f) for f in args.fanouts.split(",")]

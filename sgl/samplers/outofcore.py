@@ -124,6 +124,11 @@ class OutOfCoreConfig:
     #: embedding cache every epoch (run_main.py re-creates both). False keeps cached rows and
     #: embeddings across superbatches and epochs (warmer than either official code)
     reset_caches: bool = False
+    #: OUTRE's feature cache: ``"static"`` (OUTRE's: the rows the profiling pass read most, filled
+    #: on first miss) or ``"belady"`` (Ginex's policy over pre-sampled superbatches, the embedding
+    #: cache's pruning planned ahead; batches, samples and training are identical to ``"static"``,
+    #: only the feature reads differ). LRU and Ginex-like always use their own policy.
+    feature_cache: str = "static"
     hidden: int = 64
     dropout: float = 0.5
     lr: float = 0.01
@@ -153,6 +158,14 @@ class OutOfCoreConfig:
             raise ConfigError(f"embedding_top must be in (0, 1], got {self.embedding_top}")
         if self.superbatch < 0:
             raise ConfigError(f"superbatch must be >= 0 batches, got {self.superbatch}")
+        if self.feature_cache not in ("static", "belady"):
+            raise ConfigError(f"feature_cache must be 'static' or 'belady', got {self.feature_cache!r}")
+        if self.feature_cache == "belady" and self.method != "outre":
+            raise ConfigError(f"feature_cache='belady' is an OUTRE option ({self.method} always uses its own cache: "
+                              f"{'Belady' if self.method == 'ginex' else 'LRU'})")
+        if self.feature_cache == "belady" and self.group_csr:
+            raise ConfigError("feature_cache='belady' pre-samples whole superbatches, which a per-group CSR cannot "
+                              "serve; use group_csr=False")
 
     def to_dict(self) -> Dict[str, Any]:
         out = asdict(self)
@@ -443,13 +456,18 @@ class OutOfCoreTrainer:
                 member = np.zeros(n, dtype=bool)
                 member[emb_nodes] = True
                 freq, _ = self._simulate_pruning(member)
-        feat_nodes = np.argsort(-freq, kind="stable")[:n_feat]
-        feat_nodes = feat_nodes[freq[feat_nodes] > 0]
-        self.cache = StaticFeatureCache(self.features, feat_nodes)
         if emb_nodes.size:
             self.emb_cache = HistoricalEmbeddingCache(emb_nodes, n, width, cfg.staleness)
         self.prep.update(embedding_fraction=alpha, embedding_rows=int(emb_nodes.size),
-                         feature_rows=int(feat_nodes.size), profiled_batches=len(profiled))
+                         profiled_batches=len(profiled))
+        if cfg.feature_cache == "belady":
+            # the embedding set is the split search's; every byte it leaves goes to Belady's plan and rows
+            self._size_belady(room - (self.emb_cache.nbytes if self.emb_cache is not None else 0))
+            return
+        feat_nodes = np.argsort(-freq, kind="stable")[:n_feat]
+        feat_nodes = feat_nodes[freq[feat_nodes] > 0]
+        self.cache = StaticFeatureCache(self.features, feat_nodes)
+        self.prep.update(feature_rows=int(feat_nodes.size))
 
     def _simulate_pruning(self, member: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Sampling only (no training) with the staleness rule applied to ``member`` nodes (one computed
@@ -501,12 +519,28 @@ class OutOfCoreTrainer:
         return own_rows * store.feature_row_bytes + own_lists * store.index_bytes
 
     # ------------------------------------------------------------------ training
-    def _sample(self, seeds: np.ndarray, epoch: int, index: int) -> MiniBatch:
-        prune = None
-        if self.emb_cache is not None:
-            it = self.iteration
-            prune = lambda nodes: self.emb_cache.fresh(nodes, it)  # noqa: E731
-        return self.sampler.sample(seeds, rng=np.random.default_rng([self.cfg.seed, epoch, index]), prune=prune)
+    def _sample(self, seeds: np.ndarray, epoch: int, index: int,
+                ahead: Optional[Tuple[int, np.ndarray]] = None) -> MiniBatch:
+        """Sample batch ``index`` of ``epoch``. ``ahead=(iteration, stamps)`` samples it before the
+        batches in front of it have trained (a superbatch): pruning then reads the embedding stamps
+        those batches *will* have written, kept in ``stamps``, which this call advances the same way
+        (a node computed at iteration ``t`` is stamped ``t`` by :meth:`_step`), so the batch is the one
+        in-order sampling would draw."""
+        prune, emb = None, self.emb_cache
+        if emb is not None:
+            it, stamps = ahead if ahead is not None else (self.iteration, emb.stamp)
+
+            def prune(nodes: np.ndarray) -> np.ndarray:
+                slot = emb.slot_of[nodes]
+                ok = slot >= 0
+                ok[ok] = it - stamps[slot[ok]] < emb.staleness
+                return ok
+        batch = self.sampler.sample(seeds, rng=np.random.default_rng([self.cfg.seed, epoch, index]), prune=prune)
+        if emb is not None and ahead is not None:
+            computed = batch.last_input_nodes[:batch.last_input_nodes.numel() - batch.pruned.numel()].numpy()
+            slot = emb.slot_of[computed]
+            stamps[slot[slot >= 0]] = it
+        return batch
 
     def _step(self, batch: MiniBatch, io_only: bool = False) -> float:
         model = self.model
@@ -569,17 +603,20 @@ class OutOfCoreTrainer:
             self.cache.clear()
             if self.emb_cache is not None:
                 self.emb_cache.clear()
-        if self.cfg.method == "ginex":
+        if isinstance(self.cache, BeladyFeatureCache):
             # a superbatch: up to `superbatch` batches (0: the epoch) whose next-use plan fits its room
             limit = self.cfg.superbatch or len(seeds_list)
             per_id = BeladyFeatureCache.PLAN_BYTES_PER_ID
             pending: List[Tuple[MiniBatch, np.ndarray]] = []
             index = 0
+            # OUTRE: the embedding stamps as the batches sampled so far will leave them
+            stamps = self.emb_cache.stamp.copy() if self.emb_cache is not None else None
+            first_iteration = self.iteration
             while index < len(seeds_list) or pending:
                 chunk, plan = pending, sum(t.size for _, t in pending) * per_id
                 pending = []
                 while index < len(seeds_list) and len(chunk) < limit:
-                    batch = self._sample(seeds_list[index], epoch, index)
+                    batch = self._sample(seeds_list[index], epoch, index, ahead=(first_iteration + index, stamps))
                     trace = batch.n_id.numpy()[self.needed_positions(batch)]
                     index += 1
                     if chunk and plan + trace.size * per_id > self._plan_room:

@@ -203,7 +203,8 @@ def test_reset_caches_restarts_them_like_the_official_codes(community_store, met
 
 
 @pytest.mark.parametrize("method,kw", [("lru", {}), ("ginex", {}), ("outre", dict(group_size=2)),
-                                       ("outre", dict(group_size=2, group_csr=True, fanouts=[3, 3, 3], embedding_fraction=0.3))])
+                                       ("outre", dict(group_size=2, group_csr=True, fanouts=[3, 3, 3], embedding_fraction=0.3)),
+                                       ("outre", dict(group_size=2, feature_cache="belady"))])
 def test_io_only_epochs_read_exactly_what_training_reads(community_store, method, kw):
     # what is read depends on seeds, samples and caches, never on the weights: an io_only replay
     # matches a training run byte for byte, epoch after epoch (pruning included)
@@ -217,6 +218,27 @@ def test_io_only_epochs_read_exactly_what_training_reads(community_store, method
         assert b["embedding_pulls"] > 0  # the pruning path was exercised
     with pytest.raises(ConfigError, match="io_only"):
         replayed.evaluate("test")
+
+
+@pytest.mark.parametrize("fanouts", [[4, 4], [3, 3, 3]])
+def test_outre_on_belady_trains_like_static_outre_and_plans_pruning_ahead(community_store, fanouts):
+    # pre-sampling a superbatch must draw the batches in-order sampling draws: the pruning of batch i
+    # depends on the embeddings batches < i push, which have not trained yet when batch i is sampled
+    kw = dict(group_size=2, fanouts=fanouts, embedding_fraction=0.3)
+    static, belady = _trainer(community_store, "outre", **kw), _trainer(community_store, "outre", feature_cache="belady", **kw)
+    cut = _trainer(community_store, "outre", feature_cache="belady", **kw)
+    cut._plan_room = 3 * int(cut._mean_batch_rows) * 4  # about three batches per superbatch
+    np.testing.assert_array_equal(static.emb_cache.slot_of, belady.emb_cache.slot_of)  # same split search
+    for epoch in range(3):
+        a, b, c = static.train_epoch(), belady.train_epoch(), cut.train_epoch()
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-6) and a["loss"] == pytest.approx(c["loss"], rel=1e-6)
+        for key in ("embedding_pulls", "embedding_pushes", "embedding_refreshes"):
+            assert a[key] == b[key] == c[key]
+        assert a["by_kind"]["adjacency"] == b["by_kind"]["adjacency"]  # same samples, same neighbour reads
+        assert b["peak_budget_bytes"] <= belady.budget.total and c["peak_budget_bytes"] <= cut.budget.total
+        assert b["bytes_read"] <= c["bytes_read"]  # a longer lookahead never hurts Belady here
+    assert a["embedding_pulls"] > 0
+    assert static.evaluate("test") == belady.evaluate("test")
 
 
 def test_outre_learns(community_store):
@@ -243,7 +265,9 @@ def test_budget_is_checked_at_run_time(community_store):
 @pytest.mark.parametrize("bad", [{"method": "belady"}, {"fanouts": [5, 0]}, {"batch_size": 0},
                                  {"neighbor_cache_fraction": 1.0}, {"memory_budget": "lots"},
                                  {"embedding_top": 0.0}, {"profile_epochs": 0}, {"partition_passes": 0},
-                                 {"partition_patience": 0}, {"reset_caches": "yes"}, {"group_csr": 1}])
+                                 {"partition_patience": 0}, {"reset_caches": "yes"}, {"group_csr": 1},
+                                 {"feature_cache": "lru"}, {"method": "ginex", "feature_cache": "belady"},
+                                 {"feature_cache": "belady", "group_csr": True}])
 def test_bad_config(bad):
     with pytest.raises(ConfigError):
         OutOfCoreConfig(**bad)
