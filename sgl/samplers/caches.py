@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import abc
 import re
-from typing import Any, Dict, Sequence, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -367,13 +367,24 @@ class HistoricalEmbeddingCache:
     def capacity_for(nbytes: int, num_nodes: int, width: int) -> int:
         return max(0, (int(nbytes) - 8 * num_nodes) // (4 * width + 8))
 
-    def fresh(self, nodes: np.ndarray, iteration: int) -> np.ndarray:
+    def fresh(self, nodes: np.ndarray, iteration: int, stamps: Optional[np.ndarray] = None) -> np.ndarray:
+        """Which ``nodes`` are cached and fresh at ``iteration``; ``stamps`` (a copy of
+        :attr:`stamp`, see :meth:`plan_push`) answers for a planned future instead of the present."""
         if not self.values.size(0):
             return np.zeros(nodes.size, dtype=bool)
+        stamps = self.stamp if stamps is None else stamps
         slot = self.slot_of[nodes]
         ok = slot >= 0
-        ok[ok] = iteration - self.stamp[slot[ok]] < self.staleness
+        ok[ok] = iteration - stamps[slot[ok]] < self.staleness
         return ok
+
+    def plan_push(self, nodes: np.ndarray, iteration: int, stamps: np.ndarray) -> None:
+        """Record in ``stamps`` (a copy of :attr:`stamp`) the push of ``nodes`` at ``iteration`` that
+        :meth:`push` will make later, so batches sampled ahead see the pruning they will have."""
+        if not self.values.size(0) or nodes.size == 0:
+            return
+        slot = self.slot_of[nodes]
+        stamps[slot[slot >= 0]] = iteration
 
     def clear(self) -> None:
         """Forget every entry (OUTRE starts each epoch with an empty embedding cache)."""

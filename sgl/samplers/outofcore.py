@@ -528,18 +528,12 @@ class OutOfCoreTrainer:
         in-order sampling would draw."""
         prune, emb = None, self.emb_cache
         if emb is not None:
-            it, stamps = ahead if ahead is not None else (self.iteration, emb.stamp)
-
-            def prune(nodes: np.ndarray) -> np.ndarray:
-                slot = emb.slot_of[nodes]
-                ok = slot >= 0
-                ok[ok] = it - stamps[slot[ok]] < emb.staleness
-                return ok
+            it, stamps = ahead if ahead is not None else (self.iteration, None)
+            prune = lambda nodes: emb.fresh(nodes, it, stamps)  # noqa: E731
         batch = self.sampler.sample(seeds, rng=np.random.default_rng([self.cfg.seed, epoch, index]), prune=prune)
         if emb is not None and ahead is not None:
             computed = batch.last_input_nodes[:batch.last_input_nodes.numel() - batch.pruned.numel()].numpy()
-            slot = emb.slot_of[computed]
-            stamps[slot[slot >= 0]] = it
+            emb.plan_push(computed, it, stamps)
         return batch
 
     def _step(self, batch: MiniBatch, io_only: bool = False) -> float:

@@ -118,6 +118,17 @@ def test_embedding_cache_staleness():
         HistoricalEmbeddingCache(np.array([1]), 10, 3, staleness=0)
 
 
+def test_embedding_cache_planned_stamps_answer_for_the_future_without_touching_the_present():
+    cache = HistoricalEmbeddingCache(np.array([1, 4]), num_nodes=10, width=3, staleness=2)
+    nodes = np.array([1, 4, 5])
+    plan = cache.stamp.copy()
+    cache.plan_push(np.array([4, 5]), iteration=3, stamps=plan)  # a batch sampled ahead will push 4 at it 3
+    assert cache.fresh(nodes, 4, plan).tolist() == [False, True, False]
+    assert cache.fresh(nodes, 4).tolist() == [False, False, False]  # nothing pushed yet
+    cache.push(np.array([4, 5]), torch.ones(2, 3), iteration=3)
+    np.testing.assert_array_equal(cache.stamp, plan)  # the real push lands where the plan said
+
+
 def test_parse_bytes_and_budget():
     assert parse_bytes("256MB") == 256_000_000 and parse_bytes("2 GiB") == 2 * 2**30 and parse_bytes(10) == 10
     for bad in ("lots", "-5MB", "0", "12XB", True):
