@@ -181,7 +181,7 @@ def run_synthetic(args) -> dict:
         cfg = OutOfCoreConfig(**_method(method), fanouts=args.fanouts, batch_size=args.batch_size,
                               memory_budget=args.budget, hidden=args.hidden, seed=0, staleness=staleness,
                               profile_epochs=args.profile_epochs, partition_passes=args.partition_passes,
-                              reset_caches=args.reset_caches)
+                              reset_caches=args.reset_caches, group_size=args.group_size, num_parts=args.num_parts)
         t0 = time.perf_counter()
         trainer = OutOfCoreTrainer(store, cfg)
         prep_time = time.perf_counter() - t0
@@ -282,6 +282,9 @@ def main() -> None:
     parser.add_argument("--profile-epochs", type=int, default=1, help="OUTRE's profiling epochs (synthetic part)")
     parser.add_argument("--partition-passes", type=int, default=3,
                         help="OUTRE's FENNEL restreaming passes at most (synthetic part; stops early when the cut stalls)")
+    parser.add_argument("--group-size", type=int, default=20, help="OUTRE's partitions per group (synthetic part)")
+    parser.add_argument("--num-parts", type=int, default=None,
+                        help="OUTRE's partition count (synthetic part; default: a group holds about two batches)")
     parser.add_argument("--reset-caches", action="store_true",
                         help="synthetic part: restart the caches as the official codes do (Ginex refills its cache "
                              "from storage every superbatch; OUTRE empties its feature and embedding caches every epoch)")
