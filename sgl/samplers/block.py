@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
+import numpy as np
 import torch
 
 __all__ = ["Block", "MiniBatch"]
@@ -73,6 +74,12 @@ class MiniBatch:
     @property
     def batch_size(self) -> int:
         return int(self.output_nodes.numel())
+
+    @property
+    def computed_inputs(self) -> np.ndarray:
+        """Global ids of the last layer's inputs the model computes (not pruned): every entry of
+        ``last_input_nodes`` before the trailing ``pruned`` ones."""
+        return self.last_input_nodes[:self.last_input_nodes.numel() - self.pruned.numel()].numpy()
 
     @property
     def num_sampled_edges(self) -> int:

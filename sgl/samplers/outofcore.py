@@ -493,8 +493,7 @@ class OutOfCoreTrainer:
                     freq[batch.n_id.numpy()[self.needed_positions(batch)]] += 1.0
                     pruned = batch.pruned.numpy()
                     gain[pruned] += cost[pruned]
-                inputs = batch.last_input_nodes.numpy()
-                computed = inputs[:inputs.size - batch.pruned.numel()]
+                computed = batch.computed_inputs
                 stamp[computed[member[computed]]] = now
                 it += 1
         return freq, gain
@@ -532,43 +531,38 @@ class OutOfCoreTrainer:
             prune = lambda nodes: emb.fresh(nodes, it, stamps)  # noqa: E731
         batch = self.sampler.sample(seeds, rng=np.random.default_rng([self.cfg.seed, epoch, index]), prune=prune)
         if emb is not None and ahead is not None:
-            computed = batch.last_input_nodes[:batch.last_input_nodes.numel() - batch.pruned.numel()].numpy()
-            emb.plan_push(computed, it, stamps)
+            emb.plan_push(batch.computed_inputs, it, stamps)
         return batch
 
     def _step(self, batch: MiniBatch, io_only: bool = False) -> float:
-        model = self.model
+        """Fetch the batch's rows, train on it (``io_only``: skip the model, push placeholder rows so
+        the embedding stamps that decide later pruning are the same) and update the caches."""
+        model, emb = self.model, self.emb_cache
         needed = self.needed_positions(batch)
-        ids = batch.n_id.numpy()[needed]
-        rows = self.cache.fetch(ids)
+        rows = self.cache.fetch(batch.n_id.numpy()[needed])
+        pruned = batch.pruned.numpy()
+        history = emb.pull(pruned) if emb is not None and pruned.size else None
+        computed = batch.computed_inputs
         if io_only:
-            # the batch's I/O and cache bookkeeping without the model: the embedding cache records
-            # the push (its stamp decides later pruning) with placeholder rows
-            if self.emb_cache is not None:
-                if batch.pruned.numel():
-                    self.emb_cache.pull(batch.pruned.numpy())
-                computed = batch.last_input_nodes[:batch.last_input_nodes.numel() - batch.pruned.numel()].numpy()
-                self.emb_cache.push(computed, torch.zeros(computed.size, self.model.last_input_width), self.iteration)
-            self.budget.check(working_bytes=rows.numel() * 4, where=f"at iteration {self.iteration}")
-            self.iteration += 1
-            return float("nan")
-        x = torch.zeros(batch.n_id.numel(), self.store.num_features)
-        x[torch.from_numpy(needed)] = rows
-        x = model.transform_features(x)
-        history = self.emb_cache.pull(batch.pruned.numpy()) if self.emb_cache is not None and batch.pruned.numel() \
-            else None
-        model.train()
-        self.optimizer.zero_grad()
-        out = model(x, batch.blocks, history)
-        loss = F.cross_entropy(out, self.store.y[batch.output_nodes])
-        loss.backward()
-        self.optimizer.step()
-        if self.emb_cache is not None:
-            computed = batch.last_input_nodes.numel() - batch.pruned.numel()
-            self.emb_cache.push(batch.last_input_nodes[:computed].numpy(), model.last_input[:computed], self.iteration)
+            loss = float("nan")
+            last_input = torch.zeros(computed.size, model.last_input_width)
+        else:
+            x = torch.zeros(batch.n_id.numel(), self.store.num_features)
+            x[torch.from_numpy(needed)] = rows
+            x = model.transform_features(x)
+            model.train()
+            self.optimizer.zero_grad()
+            out = model(x, batch.blocks, history)
+            step_loss = F.cross_entropy(out, self.store.y[batch.output_nodes])
+            step_loss.backward()
+            self.optimizer.step()
+            loss = float(step_loss.detach())
+            last_input = model.last_input[:computed.size]
+        if emb is not None:
+            emb.push(computed, last_input, self.iteration)
         self.budget.check(working_bytes=rows.numel() * 4, where=f"at iteration {self.iteration}")
         self.iteration += 1
-        return float(loss.detach())
+        return loss
 
     def train_epoch(self, io_only: bool = False) -> Dict[str, Any]:
         """One epoch; returns loss, time, and bytes/requests read from storage.
