@@ -39,7 +39,8 @@ def worker(method: str, nodes: int, args: argparse.Namespace) -> dict:
                               homophily=0.7, seed=0)
     if method == "rwgsl":
         learner = RWGSL(RWGSLConfig(rounds=args.rounds, walk_length=args.walk_length,
-                                    num_samples=tuple(args.num_samples), high=1.3, low=0.6), seed=0)
+                                    num_samples=tuple(args.num_samples), high=1.3, low=0.6,
+                                    scheme=args.scheme), seed=0)
     else:
         import faiss  # noqa: F401  (import cost outside the timed region)
 
@@ -63,6 +64,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--walk-length", type=int, default=5)
     parser.add_argument("--num-samples", type=int, nargs="+", default=[10, 10])
+    parser.add_argument("--scheme", choices=["official", "joint"], default="official",
+                        help="RWGSL candidate scheme (RWGSLConfig.scheme)")
     parser.add_argument("--k", type=int, default=10, help="kNN baseline neighbours per node")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--methods", nargs="+", default=["rwgsl", "knn"])
@@ -78,7 +81,7 @@ def main() -> None:
         passthrough.pop(i)
     results = []
     print(f"CSBM graphs, avg degree {args.degree}, {args.features} features; RWGSL rounds={args.rounds}, "
-          f"walk_length={args.walk_length}, num_samples={args.num_samples}; kNN k={args.k}; "
+          f"walk_length={args.walk_length}, num_samples={args.num_samples}, scheme={args.scheme}; kNN k={args.k}; "
           f"{args.threads} torch threads")
     for nodes in args.nodes:
         row = {}

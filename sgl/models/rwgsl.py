@@ -9,10 +9,10 @@ edges of a graph before any GNN is trained on it. Each of ``rounds`` rounds:
    *current* graph by label propagation
    :math:`Y \leftarrow (1-\alpha)\hat A Y + \alpha P` for ``lp_layers`` steps, with
    :math:`\hat A = \tilde D^{-1/2}(A+I)\tilde D^{-1/2}`.
-2. **Candidates.** For every node :math:`u`: its current neighbours, a layer-wise sample
-   (``num_samples[0]`` random neighbours of :math:`u`, then ``num_samples[l]`` random
-   neighbours of random members of layer :math:`l-1`) and the nodes visited by
-   ``num_walks`` uniform random walks of ``walk_length`` steps.
+2. **Candidates.** For every node :math:`u`, two groups: a layer-wise sample without
+   replacement (up to ``num_samples[0]`` distinct neighbours of :math:`u`, then up to
+   ``num_samples[l]`` distinct neighbours of layer :math:`l-1`) and the nodes visited by
+   ``num_walks`` uniform random walks of ``walk_length`` steps from :math:`u`.
 3. **Scores.** For a candidate pair :math:`(u, v)`
 
    .. math::
@@ -20,9 +20,10 @@ edges of a graph before any GNN is trained on it. Each of ``rounds`` rounds:
                  + \cos(Y_u, Y_v)^{e_3}\right],
 
    with :math:`c = \cos(X_u, X_v)` and :math:`J` the Jaccard index of the neighbour sets.
-4. **Edits.** With :math:`m_u` the mean score of :math:`u`'s candidates, an existing edge
-   scoring below ``low`` :math:`\cdot m_u` is deleted and a non-edge scoring above
-   ``high`` :math:`\cdot m_u` is added (both directions: the learned graph is undirected).
+4. **Edits.** With :math:`m_u` the mean score of a group, an existing edge scoring below
+   ``low`` :math:`\cdot m_u` is deleted and a non-edge scoring above ``high``
+   :math:`\cdot m_u` is added; a walk node is also added when its feature cosine alone
+   passes that bar (both directions: the learned graph is undirected).
 
 Every step works on whole arrays of pairs (gathers, ``searchsorted`` membership tests,
 segment reductions), processed in blocks of nodes to bound memory: there is no loop over
@@ -30,12 +31,23 @@ nodes in Python. Two baselines share the :meth:`learn` API: :class:`NoStructureL
 (the input graph) and :class:`KNNGraph` (a cosine kNN graph of the features, built with
 faiss).
 
-Differences from the authors' code (infinity1009/RWGSL), all documented choices: their
-pseudo-labels are pre-computed files that are not shipped, so we train the base model
-ourselves (or take ``pseudo_labels=`` from the caller); the mean :math:`m_u` is taken over
-the de-duplicated candidate set, which here includes all current neighbours, so every
-existing edge is re-examined each round; walk nodes use the same add rule as sampled
-nodes (the original also adds a walk node when the feature cosine alone passes the bar).
+Two candidate schemes. ``scheme="joint"`` pools each node's current
+neighbours, layer-wise samples and walk nodes into one de-duplicated set with one mean, so
+every existing edge is re-examined each round. ``scheme="official"`` (the default) follows the authors'
+ICDE code (infinity1009/RWGSL ``method.py``): a layer-wise sample without replacement and
+the node's own walk are two groups, each judged against its own mean; sampled non-edges are
+added above ``high`` x the sample mean, and a walk node is added when
+``max(score, feature cosine)`` passes ``high`` x the walk mean (walk entries count with
+multiplicity in that mean). With ``hard_pseudo_labels=True`` (the default) the pseudo-labels are one-hot
+arg-max rows before label propagation, as the authors propagate class ids.
+
+Differences from the authors' code, all documented choices: their pseudo-labels are
+pre-computed files that are not shipped, so we train the base model ourselves (or take
+``pseudo_labels=`` from the caller); layers after the first of the official sample draw
+from the neighbours proposed by the previous layer's members (``num_samples[l]`` each)
+rather than uniformly over the whole union; a node is never its own candidate (the authors'
+sample and walk may return to the start node and add a self-loop); deletions and additions
+of all nodes are applied at once, additions winning (the authors apply them node by node).
 
 Example:
     >>> import sgl
@@ -76,6 +88,7 @@ __all__ = [
     "jaccard_pairs",
     "label_propagation",
     "random_walks",
+    "distinct_layer_samples",
 ]
 
 
@@ -119,6 +132,15 @@ class RWGSLConfig:
     block_nodes: int = 200_000
     #: pairs per block in the feature-cosine gather (bounds the [pairs, d] temporary)
     block_pairs: int = 1 << 20
+    #: ``"official"``: the authors' ICDE code's two groups, each with its own mean: a
+    #: layer-wise sample without replacement (delete/add as above) and the node's walk (a
+    #: multiset; deletes edges below ``low`` x its mean, adds a node when
+    #: ``max(score, feature cosine)`` passes ``high`` x its mean); ``"joint"``: one candidate
+    #: set per node (current neighbours + samples + walk nodes) with one mean
+    scheme: str = "official"
+    #: turn the pseudo-labels into one-hot rows of their arg-max before label propagation (the
+    #: authors' code propagates one-hot class ids)
+    hard_pseudo_labels: bool = True
 
     def __post_init__(self) -> None:
         self.num_samples = tuple(self.num_samples)
@@ -147,6 +169,10 @@ class RWGSLConfig:
         _check_real(self.pseudo_weight_decay, "pseudo_weight_decay", 0.0)
         _check_int(self.block_nodes, "block_nodes", 1)
         _check_int(self.block_pairs, "block_pairs", 1)
+        if self.scheme not in ("joint", "official"):
+            raise ConfigError(f"RWGSL scheme must be 'joint' or 'official', got {self.scheme!r}")
+        if not isinstance(self.hard_pseudo_labels, bool):
+            raise ConfigError(f"RWGSL hard_pseudo_labels must be True or False, got {self.hard_pseudo_labels!r}")
         if not isinstance(self.clamp_train_labels, bool):
             raise ConfigError(f"RWGSL clamp_train_labels must be True or False, got {self.clamp_train_labels!r}")
 
@@ -254,6 +280,71 @@ def candidate_pairs(graph: Graph, nodes: torch.Tensor, num_samples: Sequence[int
     v = torch.cat([neighbor_v, sampled_v])
     keep = (v >= 0) & (v != u)
     keys = torch.unique(u[keep] * n + v[keep])  # sorted, so grouped by u
+    return keys // n, keys % n
+
+
+def _distinct_per_owner(owner: torch.Tensor, cand: torch.Tensor, size: int, n: int,
+                        generator: torch.Generator) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Up to ``size`` distinct candidates per owner, uniform among its distinct ones (-1 entries dropped)."""
+    keep = cand >= 0
+    keys = torch.unique(owner[keep] * n + cand[keep])
+    if keys.numel() == 0:
+        return keys, keys
+    o, v = keys // n, keys % n
+    order = torch.argsort(torch.rand(o.numel(), generator=generator))
+    order = order[torch.argsort(o[order], stable=True)]  # grouped by owner, random order inside
+    o, v = o[order], v[order]
+    first = torch.searchsorted(o, o, right=False)
+    rank = torch.arange(o.numel()) - first
+    take = rank < size
+    return o[take], v[take]
+
+
+def distinct_layer_samples(graph: Graph, nodes: torch.Tensor, sizes: Sequence[int],
+                           generator: torch.Generator) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The authors' layer-wise sample of each node: distinct pairs ``(u, v)``, sorted, no self-pairs.
+
+    Layer 1 draws ``min(deg(u), sizes[0])`` distinct neighbours of ``u`` without replacement;
+    layer ``l`` draws up to ``sizes[l]`` distinct nodes among the neighbours of layer
+    ``l - 1`` (each member of layer ``l - 1`` proposes ``sizes[l]`` random neighbours, so the
+    draw is uniform over the proposals' distinct nodes -- the authors draw uniformly over the
+    whole union). The sample is the union of the layers.
+
+    Example:
+        >>> import torch
+        >>> from sgl.data import Graph
+        >>> star = Graph.from_edge_index(torch.tensor([[0, 0, 0, 1, 2, 3], [1, 2, 3, 0, 0, 0]]))
+        >>> u, v = distinct_layer_samples(star, torch.tensor([0]), (2,), torch.Generator().manual_seed(0))
+        >>> u.tolist(), len(set(v.tolist())), set(v.tolist()) <= {1, 2, 3}
+        ([0, 0], 2, True)
+    """
+    n = graph.num_nodes
+    indptr, indices, deg = _csr_of(graph)
+    out_u, out_v = [], []
+    prev_u = prev_v = None
+    for layer, size in enumerate(sizes):
+        if size == 0:
+            break
+        if layer == 0:
+            d = deg[nodes]
+            owner = torch.repeat_interleave(nodes, d)
+            first = torch.repeat_interleave(torch.cumsum(d, 0) - d, d)
+            cand = indices[indptr[owner] + (torch.arange(owner.numel()) - first)] if owner.numel() else owner
+        else:
+            parents = prev_v.view(-1, 1).expand(-1, size).reshape(-1)
+            owner = prev_u.view(-1, 1).expand(-1, size).reshape(-1)
+            cand = _random_neighbor(parents, indptr, indices, deg, generator)
+        prev_u, prev_v = _distinct_per_owner(owner, cand, size, n, generator)
+        if prev_u.numel() == 0:
+            break
+        out_u.append(prev_u)
+        out_v.append(prev_v)
+    if not out_u:
+        empty = torch.empty(0, dtype=torch.long)
+        return empty, empty
+    u, v = torch.cat(out_u), torch.cat(out_v)
+    keep = u != v
+    keys = torch.unique(u[keep] * n + v[keep])
     return keys // n, keys % n
 
 
@@ -439,33 +530,76 @@ class RWGSL:
         return probs
 
     # -- one round -----------------------------------------------------------------
+    def _scores(self, graph: Graph, u: torch.Tensor, v: torch.Tensor, xn: torch.Tensor, smooth: torch.Tensor,
+                keys: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """RWGSL scores of the pairs ``(u, v)`` and their raw feature cosines."""
+        cfg = self.config
+        fcos = torch.empty(u.numel())
+        lcos = torch.empty(u.numel())
+        for s in range(0, u.numel(), cfg.block_pairs):
+            a, b = u[s:s + cfg.block_pairs], v[s:s + cfg.block_pairs]
+            fcos[s:s + cfg.block_pairs] = (xn[a] * xn[b]).sum(1)
+            lcos[s:s + cfg.block_pairs] = (smooth[a] * smooth[b]).sum(1)
+        fcos = fcos.clamp(-1, 1)
+        return pair_scores(fcos, jaccard_pairs(graph, u, v, keys), lcos.clamp(0, 1), cfg.exponents), fcos
+
+    def _edits_joint(self, graph, nodes, xn, smooth, keys, gen):
+        cfg = self.config
+        n = graph.num_nodes
+        u, v = candidate_pairs(graph, nodes, cfg.num_samples, cfg.walk_length, cfg.num_walks, gen)
+        if u.numel() == 0:
+            return 0, None, None
+        score, _ = self._scores(graph, u, v, xn, smooth, keys)
+        local = u - int(nodes[0])
+        mean = _segment_mean(score, local, nodes.numel())[local]
+        is_edge = _contains(keys, u * n + v)
+        drop = is_edge & (score < cfg.low * mean)
+        add = ~is_edge & (score > cfg.high * mean)
+        return u.numel(), torch.stack([u[drop], v[drop]]), torch.stack([u[add], v[add]])
+
+    def _edits_official(self, graph, nodes, xn, smooth, keys, gen):
+        cfg = self.config
+        n = graph.num_nodes
+        lo = int(nodes[0])
+        dropped, added_list, total = [], [], 0
+        su, sv = distinct_layer_samples(graph, nodes, cfg.num_samples, gen)
+        walks = random_walks(graph, nodes, cfg.walk_length, cfg.num_walks, gen)
+        wu = nodes.view(-1, 1).expand_as(walks).reshape(-1)
+        wv = walks.reshape(-1)
+        ok = (wv >= 0) & (wv != wu)
+        wu, wv = wu[ok], wv[ok]
+        for u, v, walk in ((su, sv, False), (wu, wv, True)):
+            if u.numel() == 0:
+                continue
+            total += u.numel()
+            score, fcos = self._scores(graph, u, v, xn, smooth, keys)
+            local = u - lo
+            mean = _segment_mean(score, local, nodes.numel())[local]
+            is_edge = _contains(keys, u * n + v)
+            drop = is_edge & (score < cfg.low * mean)
+            add = ~is_edge & ((torch.maximum(score, fcos) if walk else score) > cfg.high * mean)
+            dropped.append(torch.stack([u[drop], v[drop]]))
+            added_list.append(torch.stack([u[add], v[add]]))
+        if total == 0:
+            return 0, None, None
+        return total, torch.cat(dropped, dim=1), torch.cat(added_list, dim=1)
+
     def _round(self, graph: Graph, probs: torch.Tensor, xn: torch.Tensor, gen: torch.Generator) -> Tuple[Graph, Dict[str, int]]:
         cfg = self.config
         n = graph.num_nodes
         smooth = F.normalize(label_propagation(graph, probs, cfg.lp_layers, cfg.lp_alpha), dim=1)
         keys = _edge_keys(graph)
+        edits = self._edits_official if cfg.scheme == "official" else self._edits_joint
         deleted, added = [], []
         total = 0
         for lo in range(0, n, cfg.block_nodes):
             nodes = torch.arange(lo, min(n, lo + cfg.block_nodes))
-            u, v = candidate_pairs(graph, nodes, cfg.num_samples, cfg.walk_length, cfg.num_walks, gen)
-            if u.numel() == 0:
+            count, drop, add = edits(graph, nodes, xn, smooth, keys, gen)
+            if count == 0:
                 continue
-            total += u.numel()
-            fcos = torch.empty(u.numel())
-            lcos = torch.empty(u.numel())
-            for s in range(0, u.numel(), cfg.block_pairs):
-                a, b = u[s:s + cfg.block_pairs], v[s:s + cfg.block_pairs]
-                fcos[s:s + cfg.block_pairs] = (xn[a] * xn[b]).sum(1)
-                lcos[s:s + cfg.block_pairs] = (smooth[a] * smooth[b]).sum(1)
-            score = pair_scores(fcos.clamp(-1, 1), jaccard_pairs(graph, u, v, keys), lcos.clamp(0, 1), cfg.exponents)
-            local = u - lo
-            mean = _segment_mean(score, local, nodes.numel())[local]
-            is_edge = _contains(keys, u * n + v)
-            drop = is_edge & (score < cfg.low * mean)
-            add = ~is_edge & (score > cfg.high * mean)
-            deleted.append(torch.stack([u[drop], v[drop]]))
-            added.append(torch.stack([u[add], v[add]]))
+            total += count
+            deleted.append(drop)
+            added.append(add)
         if total == 0:
             raise GraphError(
                 "RWGSL found no candidate pairs: the graph has no edges, so neither neighbours, samples nor "
@@ -504,6 +638,8 @@ class RWGSL:
                                    f"got {tuple(probs.shape)}")
             if not bool(torch.isfinite(probs).all()) or bool((probs < 0).any()):
                 raise FeatureError("pseudo_labels must be finite and non-negative (class probabilities)")
+        if self.config.hard_pseudo_labels:
+            probs = F.one_hot(probs.argmax(1), probs.size(1)).float()
         xn = F.normalize(graph.x.float(), dim=1)
         current = _undirected(graph)
         gen = torch.Generator().manual_seed(self.seed)

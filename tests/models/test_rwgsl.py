@@ -11,6 +11,7 @@ from sgl.models.rwgsl import (
     NoStructureLearning,
     RWGSLConfig,
     candidate_pairs,
+    distinct_layer_samples,
     jaccard_pairs,
     label_propagation,
     pair_scores,
@@ -95,8 +96,9 @@ def test_rwgsl_adds_same_class_edges_on_a_path():
     g = undirected([(i, i + 1) for i in range(7)], 8, x=torch.ones(8, 2),
                    y=torch.tensor([0, 0, 0, 0, 1, 1, 1, 1]))
     pseudo = torch.nn.functional.one_hot(g.y, 2).float()
-    learner = RWGSL(RWGSLConfig(rounds=2, walk_length=3, num_samples=(4, 4), low=0.0, high=1.05, lp_layers=0),
-                    seed=0)
+    # joint scheme: with equal features the official walk rule (feature cosine 1) would add every walk node
+    learner = RWGSL(RWGSLConfig(rounds=2, walk_length=3, num_samples=(4, 4), low=0.0, high=1.05, lp_layers=0,
+                                scheme="joint"), seed=0)
     out = learner.learn(g, pseudo_labels=pseudo)
     s, d = out.edge_index
     added = out.num_edges - g.num_edges
@@ -117,6 +119,61 @@ def test_rwgsl_default_pseudo_labels_and_cora_like_run():
     assert len(learner.history) == 2
 
 
+def test_distinct_layer_samples_follow_the_authors_sampler():
+    g = sgl.datasets.csbm(num_nodes=200, num_classes=3, avg_degree=6, homophily=0.7, seed=1)
+    nodes = torch.arange(200)
+    nbrs = {v: set(g.indices[g.indptr[v]:g.indptr[v + 1]].tolist()) for v in range(200)}
+    u1, v1 = distinct_layer_samples(g, nodes, (3,), torch.Generator().manual_seed(0))
+    assert bool((u1 != v1).all()) and len(set(zip(u1.tolist(), v1.tolist()))) == u1.numel()
+    counts = torch.bincount(u1, minlength=200)
+    for v in range(200):  # layer 1: min(deg, 3) distinct neighbours, without replacement
+        assert int(counts[v]) == min(len(nbrs[v]), 3)
+    assert all(b in nbrs[a] for a, b in zip(u1.tolist(), v1.tolist()))
+    u, v = distinct_layer_samples(g, nodes, (3, 4), torch.Generator().manual_seed(0))
+    two_hop = {a: nbrs[a] | set().union(*(nbrs[b] for b in nbrs[a])) for a in range(200)}
+    assert all(b in two_hop[a] for a, b in zip(u.tolist(), v.tolist()))
+    assert int(torch.bincount(u, minlength=200).max()) <= 3 + 4
+    assert bool((u[1:] * 200 + v[1:] > u[:-1] * 200 + v[:-1]).all())  # sorted, distinct
+
+
+def test_official_scheme_adds_walk_nodes_by_feature_cosine():
+    # path 0-1-2: nodes 0 and 2 share features and neighbours but have different pseudo-labels; 0's walk
+    # reaches 2 with score 2/3 < high * mean = 2.5 * 1/3, yet its feature cosine 1 passes the bar
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    g = undirected([(0, 1), (1, 2)], 3, x=x)
+    pseudo = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+    kw = dict(rounds=1, walk_length=2, num_samples=(1,), low=0.0, high=2.5, lp_layers=0, exponents=(1.0, 1.0, 1.0))
+    official = RWGSL(RWGSLConfig(scheme="official", **kw), seed=0).learn(g, pseudo_labels=pseudo)
+    joint = RWGSL(RWGSLConfig(scheme="joint", **kw), seed=0).learn(g, pseudo_labels=pseudo)
+    assert set(zip(*official.edge_index.tolist())) == {(0, 1), (1, 0), (1, 2), (2, 1), (0, 2), (2, 0)}
+    assert torch.equal(joint.edge_index, g.edge_index)
+
+
+def test_official_scheme_on_a_community_graph():
+    g = sgl.datasets.csbm(num_nodes=300, num_classes=3, avg_degree=6, homophily=0.7, seed=0)
+    pseudo = torch.nn.functional.one_hot(g.y, 3).float()
+    cfg = RWGSLConfig(rounds=2, walk_length=6, high=1.1, low=0.5, scheme="official", lp_layers=1)
+    learner = RWGSL(cfg, seed=0)
+    out = learner.learn(g, pseudo_labels=pseudo)
+    assert out.is_symmetric() and not out.has_self_loops() and len(learner.history) == 2
+    assert learner.history[0]["added"] > 0 and learner.history[0]["deleted"] > 0
+    s, d = out.edge_index
+    before = float((g.y[g.edge_index[0]] == g.y[g.edge_index[1]]).float().mean())
+    assert float((g.y[s] == g.y[d]).float().mean()) > before  # true labels as pseudo-labels: edits help
+    again = RWGSL(cfg, seed=0).learn(g, pseudo_labels=pseudo)
+    assert torch.equal(out.edge_index, again.edge_index)
+
+
+def test_hard_pseudo_labels_use_the_arg_max():
+    g = sgl.datasets.csbm(num_nodes=120, num_classes=3, avg_degree=5, homophily=0.7, seed=2)
+    probs = torch.softmax(torch.randn(120, 3, generator=torch.Generator().manual_seed(0)), dim=1)
+    cfg = RWGSLConfig(rounds=1, high=1.1, low=0.5, hard_pseudo_labels=True)
+    a = RWGSL(cfg, seed=0).learn(g, pseudo_labels=probs)
+    b = RWGSL(cfg, seed=0).learn(g, pseudo_labels=torch.nn.functional.one_hot(probs.argmax(1), 3).float())
+    soft = RWGSL(RWGSLConfig(rounds=1, high=1.1, low=0.5, hard_pseudo_labels=False), seed=0).learn(g, pseudo_labels=probs)
+    assert torch.equal(a.edge_index, b.edge_index) and not torch.equal(a.edge_index, soft.edge_index)
+
+
 def test_rwgsl_is_seeded():
     g = two_cliques()
     a = RWGSL(RWGSLConfig(rounds=1, high=1.0), seed=3).learn(g)
@@ -131,6 +188,10 @@ def test_bad_thresholds_and_options():
         RWGSLConfig(exponents=(1.0, 1.0))
     with pytest.raises(ConfigError, match="rounds"):
         RWGSLConfig(rounds=0)
+    with pytest.raises(ConfigError, match="scheme"):
+        RWGSLConfig(scheme="authors")
+    with pytest.raises(ConfigError, match="hard_pseudo_labels"):
+        RWGSLConfig(hard_pseudo_labels=1)
     with pytest.raises(ConfigError, match="unknown option"):
         structure_learner("rwgsl", nope=1)
     with pytest.raises(ConfigError, match="unknown structure learner"):
