@@ -74,7 +74,8 @@ def _ratio_method(task) -> tuple:
     ratio, method = task
     torch.set_num_threads(1)
     c = _CONTEXT
-    data, split, seeds = c["data"], c["split"], c["seeds"]
+    data, splits, seeds = c["data"], c["splits"], c["seeds"]
+    split = splits[seeds[0]]
     base: Dict[str, Any] = {}
     kind = method.partition("/")[0]
     if kind == "cafe":
@@ -96,7 +97,7 @@ def _ratio_method(task) -> tuple:
     first, chosen = max(pilot, key=lambda rc: rc[0]["val_auc"])
     if first["embedding_bytes"] > budget:
         raise AssertionError(f"{method} at {ratio:g}x spends {first['embedding_bytes']} > {budget} bytes")
-    runs = [first] + [_train_one(method, data, split, ratio, s, *args, chosen) for s in seeds[1:]]
+    runs = [first] + [_train_one(method, data, splits[s], ratio, s, *args, chosen) for s in seeds[1:]]
     aucs = [r["test_auc"] for r in runs]
     extra = f"  [{', '.join(f'{k}={v:g}' for k, v in chosen.items())}]" if chosen else ""
     if first["embedding_bytes"] != budget:
@@ -152,21 +153,24 @@ def summarize(name: str, results: Dict[str, Any], methods: List[str], ratios: Li
 
 def auc_vs_ratio(name: str, data: CTRData, methods: List[str], ratios: List[float], seeds: List[int],
                  train_cfg: CTRTrainConfig, dim: int, model: str, hash_rates: List[float],
-                 jobs: int = 1) -> Dict[str, Any]:
+                 jobs: int = 1, split_per_seed: bool = False) -> Dict[str, Any]:
     """Train ``model`` over every (ratio, method, seed); print one table; return the raw results.
 
     CAFE and CAFE+ pick ``hash_rate`` (the share of bytes for hash rows) from ``hash_rates``
     by the validation AUC of seed 0 — never by test AUC — then run every seed with it. CAFE's
     threshold is the artifact's Criteo value for the ratio scaled by (training rows / 45.8M
-    Criteo rows), at least 1; CAFE+ adjusts its threshold itself.
+    Criteo rows), at least 1; CAFE+ adjusts its threshold itself. With ``split_per_seed`` seed
+    ``s`` also draws its own 80/10/10 split (``data.split(seed=s)``), so the mean covers the
+    split's variance too; otherwise every seed trains on split 0.
     """
-    split = data.split((0.8, 0.1, 0.1), seed=0)
-    train = split[0]
+    splits = {s: data.split((0.8, 0.1, 0.1), seed=s if split_per_seed else 0) for s in seeds}
+    train = splits[seeds[0]][0]
     print(f"\n== (a) {name}: {len(data):,} rows ({len(train):,} train), {data.num_fields} fields, "
           f"{data.num_embeddings:,} ids, CTR {data.labels.mean():.3f}; {model}, dim {dim}, "
-          f"{train_cfg.epochs} epoch(s), batch {train_cfg.batch_size}, lr {train_cfg.lr}, seeds {seeds}")
+          f"{train_cfg.epochs} epoch(s), batch {train_cfg.batch_size}, lr {train_cfg.lr}, seeds {seeds}"
+          f"{' (each seed its own split)' if split_per_seed else ' (one split)'}")
     global _CONTEXT
-    _CONTEXT = dict(data=data, split=split, seeds=seeds, train_cfg=train_cfg, dim=dim, model=model,
+    _CONTEXT = dict(data=data, splits=splits, seeds=seeds, train_cfg=train_cfg, dim=dim, model=model,
                     hash_rates=hash_rates)
     tasks = [(ratio, method) for ratio in ratios for method in methods]
     results: Dict[str, Any] = {}
@@ -202,7 +206,7 @@ def part_a(args: argparse.Namespace) -> Dict[str, Any]:
         print(f"synthetic data generated in {time.perf_counter() - t:.1f} s")
         cfg = CTRTrainConfig(epochs=args.epochs_synthetic, batch_size=1024, lr=2e-3, progress=False)
         out["synthetic"] = auc_vs_ratio("synthetic CTR", synthetic, methods, ratios, seeds, cfg, args.dim,
-                                        args.model, hash_rates, args.jobs)
+                                        args.model, hash_rates, args.jobs, args.split_per_seed)
         del synthetic
     ml_root = Path(args.ml_root)
     if "movielens-100k" not in datasets:
@@ -211,7 +215,7 @@ def part_a(args: argparse.Namespace) -> Dict[str, Any]:
         movielens = load_movielens_100k(ml_root, download=False)
         cfg = CTRTrainConfig(epochs=args.epochs_ml, batch_size=256, lr=3e-3, progress=False)
         out["movielens-100k"] = auc_vs_ratio("MovieLens-100k", movielens, methods, ratios, seeds, cfg, args.dim,
-                                             args.model, hash_rates, args.jobs)
+                                             args.model, hash_rates, args.jobs, args.split_per_seed)
     else:
         print(f"\n(a) MovieLens-100k skipped: {ml_root}/u.data not found (pass --ml-root)")
     return out
@@ -259,6 +263,8 @@ def main(argv: List[str] = None) -> int:
                             "rule), cafe = CAFE with one shared cold hash table")
     group.add_argument("--hash-rates", default="0.3,0.5,0.7,0.9", help="CAFE/CAFE+ hash_rate candidates, chosen on "
                                                                    "validation AUC of the first seed")
+    group.add_argument("--split-per-seed", action="store_true",
+                       help="seed s trains and tests on its own random 80/10/10 split (default: split 0 for all)")
     group.add_argument("--dim", type=int, default=16)
     group.add_argument("--jobs", type=int, default=1, help="(ratio, method) cells trained in parallel processes, "
                                                            "one torch thread each")
