@@ -54,6 +54,7 @@ from sgl.tasks import TrainConfig, run_node_classification  # noqa: E402
 from sgl.tasks.clustering import cluster_metrics, kmeans  # noqa: E402
 from sgl.tasks.graph_classification import batch_graphs, evaluate_graph_embeddings, pool  # noqa: E402
 from sgl.tasks.linear_probe import linear_probe  # noqa: E402
+from sgl.tasks.pseudo_labels import model_pseudo_labels  # noqa: E402
 from sgl.tasks.link_prediction import link_metrics, link_scores, split_edges  # noqa: E402
 
 # Settings per self-supervised model (the CPU-friendly defaults of each config plus these).
@@ -298,28 +299,13 @@ def gcn_runs(graph, seeds, args):
 def ensemble_pseudo_labels(graph, source, seeds, device=None):
     """Mean class probabilities of zoo model ``source`` over ``seeds`` (train labels only,
     validation-selected epoch), training rows clamped to their one-hot labels; and its val accuracy."""
-    from sgl.models import APPNP, GAMLP
-    from sgl.tasks.node_classification import Trainer
-
     if "+" in source:  # mean of several sources' probabilities, e.g. "appnp+gamlp"
         parts = [ensemble_pseudo_labels(graph, s, seeds, device)[0] for s in source.split("+")]
         probs = torch.stack(parts).mean(0)
     elif source == "builtin":
         probs = RWGSL(RWGSLConfig(), seed=0).pseudo_labels(graph)
-    else:
-        cls = {"appnp": APPNP, "gcn": GCN, "gamlp": GAMLP}[source]
-        trainer = Trainer(TrainConfig(**cls.default_train_config, device=device, progress=False))
-        factory = lambda: cls(graph.num_features, graph.num_classes)  # noqa: E731
-        features = factory().precompute(graph, progress=False)
-        probs = torch.zeros(graph.num_nodes, graph.num_classes)
-        for seed in seeds:
-            model = factory()
-            trainer.fit(model, features, graph, seed=seed)
-            logits = trainer.predict_all(model, features, graph, get_device(device))
-            probs += torch.softmax(logits.float().cpu(), dim=1)
-        probs /= len(seeds)
-        train = graph.train_mask
-        probs[train] = torch.nn.functional.one_hot(graph.y[train], graph.num_classes).float()
+    else:  # the library's ensemble: seeds 0..n-1, validation-selected epochs, training rows clamped
+        probs = model_pseudo_labels(graph, source, seeds, device=device)
     val = graph.val_mask
     return probs, float((probs[val].argmax(1) == graph.y[val]).float().mean())
 

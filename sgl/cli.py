@@ -84,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
                                            "(graph structure learning, see docs/gsl_ssl.md)")
     train.add_argument("--structure-option", action="append", metavar="KEY=VALUE",
                        help="structure learner option, e.g. high=1.5 or exponents=[1,1,4]")
+    train.add_argument("--structure-pseudo", metavar="MODEL",
+                       help="rwgsl: pseudo-labels from an ensemble of this zoo model (e.g. gamlp) trained on the "
+                            "training labels, instead of the built-in logistic regression")
+    train.add_argument("--structure-pseudo-seeds", type=int, metavar="N",
+                       help="models in the --structure-pseudo ensemble (default 5)")
     train.add_argument("--threads", type=int, help="torch intra-op threads (1 is fastest for small graphs on a "
                                                    "busy machine; default: torch's choice)")
     train.add_argument("--sampler", help="mini-batch training of sage/gcn on sampled subgraphs: neighbor, "
@@ -117,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _train_config(args: argparse.Namespace) -> Dict[str, Any]:
     config: Dict[str, Any] = {"model": "sgc", "dataset": "karate", "root": None, "seeds": 10,
                               "model_config": {}, "dataset_options": {}, "train": {}, "rlu": None,
-                              "structure": None, "structure_options": {}}
+                              "structure": None, "structure_options": {}, "structure_pseudo": None,
+                              "structure_pseudo_seeds": 5}
     if args.config:
         loaded = _read_config(args.config)
         unknown = set(loaded) - set(config)
@@ -157,6 +163,14 @@ def _train_config(args: argparse.Namespace) -> Dict[str, Any]:
                                    **_key_values(args.structure_option, "--structure-option")}
     if config["structure_options"] and not config["structure"]:
         raise ConfigError("--structure-option needs --structure rwgsl|knn")
+    if args.structure_pseudo is not None:
+        config["structure_pseudo"] = args.structure_pseudo
+    if args.structure_pseudo_seeds is not None:
+        config["structure_pseudo_seeds"] = args.structure_pseudo_seeds
+    if config["structure_pseudo"] and str(config["structure"]).lower() != "rwgsl":
+        raise ConfigError("--structure-pseudo sets RWGSL's pseudo-labels: it needs --structure rwgsl")
+    if not isinstance(config["structure_pseudo_seeds"], int) or config["structure_pseudo_seeds"] < 1:
+        raise ConfigError(f"--structure-pseudo-seeds must be a positive integer, got {config['structure_pseudo_seeds']!r}")
     return config
 
 
@@ -205,8 +219,15 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         learner = structure_learner(config["structure"], progress=not args.no_progress, **config["structure_options"])
         before = graph.num_edges
-        graph = learner.learn(graph)
-        print(f"structure: {config['structure']} {config['structure_options'] or ''} -> {graph.num_edges:,} edges "
+        pseudo, how = None, ""
+        if config["structure_pseudo"]:
+            from sgl.tasks.pseudo_labels import model_pseudo_labels
+
+            pseudo = model_pseudo_labels(graph, config["structure_pseudo"], config["structure_pseudo_seeds"],
+                                         device=config["train"].get("device"))
+            how = f" with {config['structure_pseudo']} x{config['structure_pseudo_seeds']} pseudo-labels"
+        graph = learner.learn(graph, pseudo_labels=pseudo) if pseudo is not None else learner.learn(graph)
+        print(f"structure: {config['structure']} {config['structure_options'] or ''}{how} -> {graph.num_edges:,} edges "
               f"(was {before:,})")
 
     def factory():

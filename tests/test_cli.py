@@ -95,3 +95,25 @@ def test_train_on_a_learned_structure(tmp_path, capsys):
     assert record["config"]["structure"] == "rwgsl" and record["config"]["structure_options"]["rounds"] == 1
     assert main(["train", "--dataset", "karate", "--structure", "magic"]) == 2
     assert "unknown structure learner" in capsys.readouterr().err
+
+
+def test_train_on_a_structure_learned_with_model_pseudo_labels(tmp_path, capsys):
+    from sgl.cli import main
+
+    out = tmp_path / "run.json"
+    assert main(["train", "--model", "sgc", "--dataset", "karate", "--seeds", "1", "--no-progress",
+                 "--structure", "rwgsl", "--structure-option", "rounds=1", "--structure-pseudo", "sgc",
+                 "--structure-pseudo-seeds", "2", "--out", str(out)]) == 0
+    assert "with sgc x2 pseudo-labels" in capsys.readouterr().out
+    import json
+
+    config = json.loads(out.read_text())["config"]
+    assert config["structure_pseudo"] == "sgc" and config["structure_pseudo_seeds"] == 2
+    assert main(["train", "--dataset", "karate", "--structure", "knn", "--structure-pseudo", "sgc"]) == 2
+    assert "needs --structure rwgsl" in capsys.readouterr().err
+    assert main(["train", "--dataset", "karate", "--structure", "rwgsl", "--structure-pseudo", "sgc",
+                 "--structure-pseudo-seeds", "0"]) == 2
+    assert "positive integer" in capsys.readouterr().err
+    assert main(["train", "--dataset", "karate", "--structure", "rwgsl", "--structure-pseudo", "nope",
+                 "--no-progress"]) == 2
+    assert "unknown model" in capsys.readouterr().err
