@@ -226,7 +226,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             pseudo = model_pseudo_labels(graph, config["structure_pseudo"], config["structure_pseudo_seeds"],
                                          device=config["train"].get("device"))
             how = f" with {config['structure_pseudo']} x{config['structure_pseudo_seeds']} pseudo-labels"
-        graph = learner.learn(graph, pseudo_labels=pseudo) if pseudo is not None else learner.learn(graph)
+        graph = learner.learn(graph, pseudo_labels=pseudo)
         print(f"structure: {config['structure']} {config['structure_options'] or ''}{how} -> {graph.num_edges:,} edges "
               f"(was {before:,})")
 

@@ -227,6 +227,16 @@ def random_walks(graph: Graph, start: torch.Tensor, walk_length: int, num_walks:
     return walks.view(start.numel(), num_walks * walk_length)
 
 
+def _neighbor_lists(rows: torch.Tensor, indptr: torch.Tensor, indices: torch.Tensor,
+                    deg: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Every neighbour of every entry of ``rows``: ``(position in rows, neighbour)``, row by row."""
+    d = deg[rows]
+    total = int(d.sum())
+    pos = torch.repeat_interleave(torch.arange(rows.numel()), d, output_size=total)
+    first = torch.repeat_interleave(torch.cumsum(d, 0) - d, d, output_size=total)
+    return pos, indices[indptr[rows][pos] + (torch.arange(total) - first)]
+
+
 def _layer_samples(graph: Graph, start: torch.Tensor, sizes: Sequence[int], generator: torch.Generator) -> torch.Tensor:
     """Layer-wise sampled neighbourhood: ``[len(start), sum(sizes)]`` nodes (-1 = none)."""
     indptr, indices, deg = _csr_of(graph)
@@ -326,10 +336,8 @@ def distinct_layer_samples(graph: Graph, nodes: torch.Tensor, sizes: Sequence[in
         if size == 0:
             break
         if layer == 0:
-            d = deg[nodes]
-            owner = torch.repeat_interleave(nodes, d)
-            first = torch.repeat_interleave(torch.cumsum(d, 0) - d, d)
-            cand = indices[indptr[owner] + (torch.arange(owner.numel()) - first)] if owner.numel() else owner
+            pos, cand = _neighbor_lists(nodes, indptr, indices, deg)
+            owner = nodes[pos]
         else:
             parents = prev_v.view(-1, 1).expand(-1, size).reshape(-1)
             owner = prev_u.view(-1, 1).expand(-1, size).reshape(-1)
@@ -380,13 +388,9 @@ def jaccard_pairs(graph: Graph, u: torch.Tensor, v: torch.Tensor, sorted_keys: O
         base = int(cum[start - 1]) if start > 0 else 0
         stop = int(torch.searchsorted(cum, torch.tensor(base + block), right=True))
         stop = max(stop, start + 1)
-        d = da[start:stop]
-        total = int(d.sum())
-        if total:
-            pair = torch.repeat_interleave(torch.arange(start, stop), d, output_size=total)
-            first = torch.repeat_interleave(torch.cumsum(d, 0) - d, d, output_size=total)
-            pos = indptr[a[pair]] + (torch.arange(total) - first)
-            w = indices[pos]
+        if int(da[start:stop].sum()):
+            pos, w = _neighbor_lists(a[start:stop], indptr, indices, deg)
+            pair = start + pos
             hit = _contains(keys, b[pair] * n + w)
             inter.index_add_(0, pair, hit.to(torch.float32))
         start = stop
@@ -543,46 +547,38 @@ class RWGSL:
         fcos = fcos.clamp(-1, 1)
         return pair_scores(fcos, jaccard_pairs(graph, u, v, keys), lcos.clamp(0, 1), cfg.exponents), fcos
 
+    def _group_edits(self, graph, nodes, u, v, xn, smooth, keys, walk_rule=False):
+        """Deletions and additions among the pairs ``(u, v)``, judged against each node's mean score
+        over this group; with ``walk_rule`` a pair is also added when its feature cosine passes the bar."""
+        cfg = self.config
+        score, fcos = self._scores(graph, u, v, xn, smooth, keys)
+        local = u - int(nodes[0])
+        mean = _segment_mean(score, local, nodes.numel())[local]
+        is_edge = _contains(keys, u * graph.num_nodes + v)
+        drop = is_edge & (score < cfg.low * mean)
+        add = ~is_edge & ((torch.maximum(score, fcos) if walk_rule else score) > cfg.high * mean)
+        return torch.stack([u[drop], v[drop]]), torch.stack([u[add], v[add]])
+
     def _edits_joint(self, graph, nodes, xn, smooth, keys, gen):
         cfg = self.config
-        n = graph.num_nodes
         u, v = candidate_pairs(graph, nodes, cfg.num_samples, cfg.walk_length, cfg.num_walks, gen)
         if u.numel() == 0:
             return 0, None, None
-        score, _ = self._scores(graph, u, v, xn, smooth, keys)
-        local = u - int(nodes[0])
-        mean = _segment_mean(score, local, nodes.numel())[local]
-        is_edge = _contains(keys, u * n + v)
-        drop = is_edge & (score < cfg.low * mean)
-        add = ~is_edge & (score > cfg.high * mean)
-        return u.numel(), torch.stack([u[drop], v[drop]]), torch.stack([u[add], v[add]])
+        return (u.numel(), *self._group_edits(graph, nodes, u, v, xn, smooth, keys))
 
     def _edits_official(self, graph, nodes, xn, smooth, keys, gen):
         cfg = self.config
-        n = graph.num_nodes
-        lo = int(nodes[0])
-        dropped, added_list, total = [], [], 0
         su, sv = distinct_layer_samples(graph, nodes, cfg.num_samples, gen)
         walks = random_walks(graph, nodes, cfg.walk_length, cfg.num_walks, gen)
         wu = nodes.view(-1, 1).expand_as(walks).reshape(-1)
         wv = walks.reshape(-1)
         ok = (wv >= 0) & (wv != wu)
-        wu, wv = wu[ok], wv[ok]
-        for u, v, walk in ((su, sv, False), (wu, wv, True)):
-            if u.numel() == 0:
-                continue
-            total += u.numel()
-            score, fcos = self._scores(graph, u, v, xn, smooth, keys)
-            local = u - lo
-            mean = _segment_mean(score, local, nodes.numel())[local]
-            is_edge = _contains(keys, u * n + v)
-            drop = is_edge & (score < cfg.low * mean)
-            add = ~is_edge & ((torch.maximum(score, fcos) if walk else score) > cfg.high * mean)
-            dropped.append(torch.stack([u[drop], v[drop]]))
-            added_list.append(torch.stack([u[add], v[add]]))
-        if total == 0:
+        groups = [(su, sv, False), (wu[ok], wv[ok], True)]
+        edits = [self._group_edits(graph, nodes, u, v, xn, smooth, keys, walk) for u, v, walk in groups if u.numel()]
+        if not edits:
             return 0, None, None
-        return total, torch.cat(dropped, dim=1), torch.cat(added_list, dim=1)
+        total = su.numel() + int(ok.sum())
+        return total, torch.cat([d for d, _ in edits], dim=1), torch.cat([a for _, a in edits], dim=1)
 
     def _round(self, graph: Graph, probs: torch.Tensor, xn: torch.Tensor, gen: torch.Generator) -> Tuple[Graph, Dict[str, int]]:
         cfg = self.config
