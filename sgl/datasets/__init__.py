@@ -15,6 +15,7 @@ Example:
 """
 from sgl.datasets.ctr import (CTRData, load_avazu, load_criteo, load_movielens_100k, load_synthetic_ctr,
                               make_synthetic_ctr)
+from sgl.datasets.ctr_store import build_ctr_store, open_ctr_store
 from sgl.datasets.download import default_root, fetch
 from sgl.datasets.geomgcn import load_geomgcn, read_geomgcn
 from sgl.datasets.graph_dataset import GraphDataset
@@ -50,6 +51,8 @@ __all__ = [
     "default_root",
     "CTRData",
     "make_synthetic_ctr",
+    "build_ctr_store",
+    "open_ctr_store",
     "load_criteo",
     "load_avazu",
     "load_movielens_100k",

@@ -71,6 +71,14 @@ class CTRData:
         field_dims: vocabulary size of each field, including the unknown bucket.
         field_names: one name per field.
         dense_names: one name per dense column.
+        check: validate ids and labels (an on-disk store was validated when it was written).
+        order_seed: set when the rows are already in a seeded random order (a memory-mapped
+            store, :func:`sgl.datasets.ctr_store.open_ctr_store`): :meth:`split` then cuts
+            contiguous ranges instead of copying, and only for this seed.
+        source_row: for a store, each row's index in the source file.
+
+    ``sparse`` may be int32 or int64 (other integer types become int64); arrays that already
+    have the right dtype and layout, memory maps included, are kept as they are.
     """
 
     dense: np.ndarray
@@ -79,11 +87,16 @@ class CTRData:
     field_dims: List[int]
     field_names: List[str]
     dense_names: List[str] = field(default_factory=list)
+    check: bool = field(default=True, repr=False, compare=False)
+    order_seed: Optional[int] = field(default=None, repr=False, compare=False)
+    source_row: Optional[np.ndarray] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self.dense = np.ascontiguousarray(self.dense, dtype=np.float32)
-        self.sparse = np.ascontiguousarray(self.sparse, dtype=np.int64)
-        self.labels = np.ascontiguousarray(self.labels, dtype=np.float32).reshape(-1)
+        self.dense = _keep_or_convert(self.dense, np.float32)
+        sparse_dtype = getattr(self.sparse, "dtype", None)
+        self.sparse = _keep_or_convert(self.sparse, sparse_dtype if sparse_dtype in (np.int32, np.int64)
+                                       else np.int64)
+        self.labels = _keep_or_convert(self.labels, np.float32).reshape(-1)
         self.field_dims = [int(d) for d in self.field_dims]
         self.field_names = [str(n) for n in self.field_names]
         n = self.labels.shape[0]
@@ -96,14 +109,14 @@ class CTRData:
                                f"and {len(self.field_names)} field_names")
         if not self.dense_names:
             self.dense_names = [f"I{i + 1}" for i in range(self.dense.shape[1])]
-        if n and self.sparse.size:
+        if n and self.sparse.size and self.check:
             low, high = self.sparse.min(axis=0), self.sparse.max(axis=0)
             bad = np.nonzero((low < 0) | (high >= np.asarray(self.field_dims)))[0]
             if bad.size:
                 f = int(bad[0])
                 raise DatasetError(f"field {self.field_names[f]!r} has ids in [{low[f]}, {high[f]}] but "
                                    f"field_dims[{f}]={self.field_dims[f]}; ids must be in [0, field_dims)")
-        if n and not np.isin(self.labels, (0.0, 1.0)).all():
+        if n and self.check and not np.isin(self.labels, (0.0, 1.0)).all():
             raise DatasetError("labels must be 0 or 1")
 
     def __len__(self) -> int:
@@ -127,14 +140,30 @@ class CTRData:
         """int64 ``[F]``: first global id of each field (exclusive cumsum of ``field_dims``)."""
         return np.concatenate([[0], np.cumsum(self.field_dims)[:-1]]).astype(np.int64)
 
+    @property
+    def is_mapped(self) -> bool:
+        """Whether the arrays are memory maps of an on-disk store (read block by block)."""
+        return isinstance(self.sparse, np.memmap)
+
     def global_ids(self) -> np.ndarray:
         """int64 ``[N, F]``: ``sparse + offsets``, ids into one table of ``sum(field_dims)`` rows."""
-        return self.sparse + self.offsets[None, :]
+        return self.sparse.astype(np.int64) + self.offsets[None, :]
 
-    def subset(self, index: np.ndarray) -> "CTRData":
-        """The rows ``index`` (an int array or boolean mask), sharing vocabularies."""
+    def batch(self, rows: Union[slice, np.ndarray]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(dense, global ids (int64), labels)`` of ``rows`` only — what a training step reads
+        from a memory-mapped store."""
+        return (np.array(self.dense[rows]), self.sparse[rows].astype(np.int64) + self.offsets[None, :],
+                np.array(self.labels[rows]))
+
+    def subset(self, index: Union[slice, np.ndarray]) -> "CTRData":
+        """The rows ``index`` (an int array, a boolean mask or a slice), sharing vocabularies.
+
+        A slice of a memory-mapped store stays mapped (no copy); index arrays copy the rows.
+        """
         return CTRData(self.dense[index], self.sparse[index], self.labels[index], list(self.field_dims),
-                       list(self.field_names), list(self.dense_names))
+                       list(self.field_names), list(self.dense_names), check=False,
+                       order_seed=self.order_seed if isinstance(index, slice) else None,
+                       source_row=None if self.source_row is None else self.source_row[index])
 
     def split(self, fractions: Sequence[float] = (0.8, 0.1, 0.1), seed: int = 0
               ) -> Tuple["CTRData", "CTRData", "CTRData"]:
@@ -143,14 +172,28 @@ class CTRData:
                 or not math.isclose(sum(fractions), 1.0, abs_tol=1e-6):
             raise ConfigError(f"fractions must be three non-negative numbers summing to 1, got {tuple(fractions)}")
         n = len(self)
-        order = np.random.default_rng(seed).permutation(n)
         n_train, n_val = int(fractions[0] * n), int(fractions[1] * n)
+        if self.order_seed is not None:
+            if seed != self.order_seed:
+                raise ConfigError(f"these rows were shuffled on disk with seed {self.order_seed}, so split() cuts "
+                                  f"contiguous ranges and needs seed={self.order_seed} (got {seed}); build the "
+                                  f"store with shuffle_seed={seed} for another split")
+            return (self.subset(slice(0, n_train)), self.subset(slice(n_train, n_train + n_val)),
+                    self.subset(slice(n_train + n_val, n)))
+        order = np.random.default_rng(seed).permutation(n)
         return (self.subset(order[:n_train]), self.subset(order[n_train:n_train + n_val]),
                 self.subset(order[n_train + n_val:]))
 
     def __repr__(self) -> str:
         return (f"CTRData(rows={len(self)}, dense={self.num_dense}, fields={self.num_fields}, "
                 f"ids={self.num_embeddings}, ctr={float(self.labels.mean()) if len(self) else float('nan'):.3f})")
+
+
+def _keep_or_convert(values: object, dtype: type) -> np.ndarray:
+    """``values`` itself when it is a C-contiguous array of ``dtype`` (a memory map stays one)."""
+    if isinstance(values, np.ndarray) and values.dtype == dtype and values.flags.c_contiguous:
+        return values
+    return np.ascontiguousarray(values, dtype=dtype)
 
 
 def transform_dense(values: np.ndarray) -> np.ndarray:
@@ -435,8 +478,29 @@ def _resolve(root: Optional[PathLike], folder_names: Sequence[str], files: Seque
                        f"downloaded automatically (its licence needs accepting) — download it and pass --root")
 
 
+#: Text files larger than this are encoded into an on-disk store when ``store`` is left at None.
+AUTO_STORE_BYTES = 2 << 30
+
+_STORE_DOC = """
+    ``store`` chooses where the encoded rows live: ``False`` reads them into memory;
+    ``True`` or a folder encodes the file once into a memory-mapped store
+    (:mod:`sgl.datasets.ctr_store`; ``True`` = ``processed/`` next to the file) and maps it on
+    every later call; ``None`` (default) does so only for files over 2 GiB (the 45.8M-row
+    Criteo file would otherwise need ~12 GB of RAM). A stored table is in a seeded random
+    row order (``shuffle_seed`` 0), so its ``split(seed=0)`` cuts ranges without copying."""
+
+
+def _load_text(path: Path, fmt: CTRFormat, store: Union[None, bool, str, PathLike], min_count: int,
+               chunk_rows: int, max_rows: Optional[int], progress: Optional[bool]) -> CTRData:
+    from sgl.datasets.ctr_store import load_with_store
+
+    mapped = load_with_store(path, fmt, store, min_count, chunk_rows, max_rows, progress, AUTO_STORE_BYTES)
+    return mapped if mapped is not None else read_ctr_file(path, fmt, min_count, chunk_rows, max_rows, progress)
+
+
 def load_criteo(root: Optional[PathLike] = None, min_count: int = 1, max_rows: Optional[int] = None,
-                chunk_rows: int = _DEFAULT_CHUNK, progress: Optional[bool] = None) -> CTRData:
+                chunk_rows: int = _DEFAULT_CHUNK, progress: Optional[bool] = None,
+                store: Union[None, bool, str, PathLike] = None) -> CTRData:
     """Criteo display-ads data (label, 13 dense, 26 categorical).
 
     ``root`` is a file (``train.txt`` TSV, or a CSV with a ``label,I1,..`` header) or a folder
@@ -447,11 +511,12 @@ def load_criteo(root: Optional[PathLike] = None, min_count: int = 1, max_rows: O
     path = _resolve(root, ("criteo",), _CRITEO_FILES, "Criteo")
     if path.is_dir():
         return _read_het_layout(path)
-    return read_ctr_file(path, CRITEO_FORMAT, min_count, chunk_rows, max_rows, progress)
+    return _load_text(path, CRITEO_FORMAT, store, min_count, chunk_rows, max_rows, progress)
 
 
 def load_avazu(root: Optional[PathLike] = None, min_count: int = 1, max_rows: Optional[int] = None,
-               chunk_rows: int = _DEFAULT_CHUNK, progress: Optional[bool] = None) -> CTRData:
+               chunk_rows: int = _DEFAULT_CHUNK, progress: Optional[bool] = None,
+               store: Union[None, bool, str, PathLike] = None) -> CTRData:
     """Avazu mobile-ads data: 22 categorical fields (``hour`` as hour of day), label ``click``.
 
     ``root`` is the CSV file or a folder holding ``train`` / ``train.csv`` / ``avazu_sample.txt``.
@@ -459,7 +524,11 @@ def load_avazu(root: Optional[PathLike] = None, min_count: int = 1, max_rows: Op
     path = _resolve(root, ("avazu",), ("train", "train.csv", "avazu_sample.txt"), "Avazu")
     if path.is_dir():
         raise DatasetError(f"{path} holds the Criteo HET arrays, not Avazu data")
-    return read_ctr_file(path, AVAZU_FORMAT, min_count, chunk_rows, max_rows, progress)
+    return _load_text(path, AVAZU_FORMAT, store, min_count, chunk_rows, max_rows, progress)
+
+
+load_criteo.__doc__ += _STORE_DOC
+load_avazu.__doc__ += _STORE_DOC
 
 
 # --------------------------------------------------------------------------- MovieLens-100k

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from sgl.errors import ConfigError
 from sgl.options import key_values, read_config
 
-__all__ = ["roc_auc", "log_loss", "CTRTrainConfig", "train_ctr", "evaluate_ctr", "run_ctr",
+__all__ = ["roc_auc", "log_loss", "CTRTrainConfig", "train_ctr", "evaluate_ctr", "run_ctr", "mapped_batches",
            "add_train_arguments", "cli_train"]
 
 
@@ -85,11 +85,12 @@ class CTRTrainConfig:
     patience: Optional[int] = None
     device: Optional[str] = None
     progress: bool = True
+    block_rows: int = 1 << 18
 
     def __post_init__(self) -> None:
         if not self.lr > 0 or self.weight_decay < 0:
             raise ConfigError(f"need lr > 0 and weight_decay >= 0, got lr={self.lr}, weight_decay={self.weight_decay}")
-        for name in ("epochs", "batch_size", "eval_batch_size"):
+        for name in ("epochs", "batch_size", "eval_batch_size", "block_rows"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
@@ -105,19 +106,52 @@ def _tensors(data: Any, device: torch.device):
             torch.from_numpy(data.labels).to(device))
 
 
+def _mapped(data: Any) -> bool:
+    return bool(getattr(data, "is_mapped", False))
+
+
+def _batch_tensors(data: Any, rows: slice, device: torch.device):
+    return tuple(torch.from_numpy(a).to(device) for a in data.batch(rows))
+
+
+def mapped_batches(data: Any, batch_size: int, block_rows: int, generator: torch.Generator):
+    """Row batches of a memory-mapped :class:`~sgl.datasets.ctr.CTRData`, block-shuffled.
+
+    Each epoch visits the blocks of about ``block_rows`` consecutive rows (rounded up to whole
+    batches) in a random order, reads one block sequentially and shuffles its rows; so every
+    row is used once per epoch and memory holds one block. (A store's rows are already in a
+    random order on disk, so blocks are random samples too.) Yields ``(dense, ids, labels)``
+    numpy arrays.
+    """
+    n = len(data)
+    block = max(1, math.ceil(block_rows / batch_size)) * batch_size
+    for b in torch.randperm(math.ceil(n / block), generator=generator).tolist():
+        dense, ids, labels = data.batch(slice(b * block, min(n, (b + 1) * block)))
+        perm = torch.randperm(len(labels), generator=generator).numpy()
+        for i in range(0, len(perm), batch_size):
+            rows = perm[i:i + batch_size]
+            yield dense[rows], ids[rows], labels[rows]
+
+
 @torch.no_grad()
 def evaluate_ctr(model: torch.nn.Module, data: Any, batch_size: int = 65536,
                  device: Optional[torch.device] = None) -> Dict[str, float]:
-    """``{"auc", "logloss"}`` of ``model`` on a :class:`~sgl.datasets.ctr.CTRData`."""
+    """``{"auc", "logloss"}`` of ``model`` on a :class:`~sgl.datasets.ctr.CTRData`
+    (a memory-mapped one is read ``batch_size`` rows at a time)."""
     device = device or next(model.parameters()).device
     was_training = model.training
     model.eval()
-    dense, ids, labels = _tensors(data, device)
-    probs = [torch.sigmoid(model(dense[i:i + batch_size], ids[i:i + batch_size])).cpu()
-             for i in range(0, len(data), batch_size)]
+    if _mapped(data):
+        probs = [torch.sigmoid(model(*_batch_tensors(data, slice(i, i + batch_size), device)[:2])).cpu()
+                 for i in range(0, len(data), batch_size)]
+    else:
+        dense, ids, labels = _tensors(data, device)
+        probs = [torch.sigmoid(model(dense[i:i + batch_size], ids[i:i + batch_size])).cpu()
+                 for i in range(0, len(data), batch_size)]
     model.train(was_training)
     probs = torch.cat(probs).numpy() if probs else np.zeros(0)
-    return {"auc": roc_auc(probs, data.labels), "logloss": log_loss(probs, data.labels)}
+    labels = np.asarray(data.labels)
+    return {"auc": roc_auc(probs, labels), "logloss": log_loss(probs, labels)}
 
 
 def train_ctr(model: torch.nn.Module, train: Any, val: Any, test: Any, config: Optional[CTRTrainConfig] = None,
@@ -137,7 +171,9 @@ def train_ctr(model: torch.nn.Module, train: Any, val: Any, test: Any, config: O
     device = get_device(config.device)
     model = model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    dense, ids, labels = _tensors(train, device)
+    mapped = _mapped(train)
+    if not mapped:
+        dense, ids, labels = _tensors(train, device)
     generator = torch.Generator().manual_seed(seed)
     embedding = getattr(model, "embedding", None)
     hook = getattr(embedding, "after_backward", None)
@@ -149,12 +185,18 @@ def train_ctr(model: torch.nn.Module, train: Any, val: Any, test: Any, config: O
     start = time.perf_counter()
     for epoch in range(config.epochs):
         model.train()
-        order = torch.randperm(len(train), generator=generator).to(device)
-        batches = range(0, len(train), config.batch_size)
-        for i in tqdm(batches, desc=f"epoch {epoch + 1}", leave=False,
-                      disable=None if config.progress else True):
-            rows = order[i:i + config.batch_size]
-            loss = F.binary_cross_entropy_with_logits(model(dense[rows], ids[rows]), labels[rows])
+        if mapped:
+            batches = (tuple(torch.from_numpy(a).to(device) for a in arrays) for arrays in
+                       mapped_batches(train, config.batch_size, config.block_rows, generator))
+            total = _mapped_batch_count(len(train), config.batch_size, config.block_rows)
+        else:
+            order = torch.randperm(len(train), generator=generator).to(device)
+            batches = ((dense[rows], ids[rows], labels[rows]) for rows in
+                       (order[i:i + config.batch_size] for i in range(0, len(train), config.batch_size)))
+            total = math.ceil(len(train) / config.batch_size)
+        for x_dense, x_ids, y in tqdm(batches, total=total, desc=f"epoch {epoch + 1}", leave=False,
+                                      disable=None if config.progress else True):
+            loss = F.binary_cross_entropy_with_logits(model(x_dense, x_ids), y)
             optimizer.zero_grad()
             loss.backward()
             if hook is not None:
@@ -180,6 +222,12 @@ def train_ctr(model: torch.nn.Module, train: Any, val: Any, test: Any, config: O
     bytes_ = embedding.memory_bytes() if hasattr(embedding, "memory_bytes") else None
     return {**best, "test_auc": test_metrics["auc"], "test_logloss": test_metrics["logloss"],
             "train_time_s": train_time, "embedding_bytes": bytes_}
+
+
+def _mapped_batch_count(n: int, batch_size: int, block_rows: int) -> int:
+    block = max(1, math.ceil(block_rows / batch_size)) * batch_size
+    full, rest = divmod(n, block)
+    return full * (block // batch_size) + math.ceil(rest / batch_size)
 
 
 def _sketch_state(embedding: Any) -> Any:
