@@ -53,7 +53,7 @@ def step(kind: str, path: str, store: str, memory_mb: int, epochs: int) -> dict:
     """One measured step (run in a child process)."""
     import torch
 
-    from procmem import reset_peak, status_kb
+    from procmem import AnonPeak, reset_peak, status_kb
     from sgl.datasets.ctr import read_ctr_file
     from sgl.datasets.ctr_store import build_ctr_store, open_ctr_store
     from sgl.embeddings import build_embedding
@@ -63,6 +63,8 @@ def step(kind: str, path: str, store: str, memory_mb: int, epochs: int) -> dict:
     torch.set_num_threads(1)
     reset_peak()
     base = status_kb("VmRSS")
+    base_anon = status_kb("RssAnon")
+    anon = AnonPeak().__enter__()
     start = time.perf_counter()
     out: dict = {}
     if kind == "read":
@@ -87,7 +89,9 @@ def step(kind: str, path: str, store: str, memory_mb: int, epochs: int) -> dict:
         out.update(load_s=load, val_auc=result["val_auc"], test_auc=result["test_auc"],
                    train_s=result["train_time_s"])
     out["time_s"] = time.perf_counter() - start
+    anon.__exit__(None, None, None)
     out["peak_mib"] = (status_kb("VmHWM") - base) / 1024
+    out["peak_anon_mib"] = (anon.peak_kb - base_anon) / 1024
     return out
 
 
@@ -130,17 +134,21 @@ def main() -> None:
     results = {kind: child(kind, args) for kind in ("read", "store", "train-memory", "train-store")}
     print(f"\nCriteo-format file: {args.rows:,} rows, {size:.0f} MiB of text; store buckets of {args.memory_mb} MiB "
           f"({results['store']['buckets']} buckets)")
-    print(f"{'step':<32}{'time s':>10}{'peak RSS MiB':>15}")
-    print(f"{'read_ctr_file (in memory)':<32}{results['read']['time_s']:>10.1f}{results['read']['peak_mib']:>15.0f}")
-    print(f"{'build_ctr_store':<32}{results['store']['time_s']:>10.1f}{results['store']['peak_mib']:>15.0f}")
-    for kind, label in (("train-memory", "load + train, in memory"), ("train-store", "open + train, store")):
+    print("peak RSS = VmHWM (counts touched pages of mapped files too); peak anon = sampled RssAnon (heap only)")
+    print(f"{'step':<32}{'time s':>10}{'peak RSS MiB':>15}{'peak anon MiB':>15}")
+    rows = (("read", "read_ctr_file (in memory)"), ("store", "build_ctr_store"),
+            ("train-memory", "load + train, in memory"), ("train-store", "open + train, store"))
+    for kind, label in rows:
         r = results[kind]
-        print(f"{label:<32}{r['time_s']:>10.1f}{r['peak_mib']:>15.0f}   (load {r['load_s']:.1f} s, "
-              f"{args.epochs} epoch(s) {r['train_s']:.1f} s, val AUC {r['val_auc']:.4f}, test AUC {r['test_auc']:.4f})")
-    print(f"ratios store / in memory: encode peak RSS {results['store']['peak_mib'] / results['read']['peak_mib']:.2f}, "
-          f"encode time {results['store']['time_s'] / results['read']['time_s']:.2f}; training peak RSS "
-          f"{results['train-store']['peak_mib'] / results['train-memory']['peak_mib']:.2f}, epoch time "
-          f"{results['train-store']['train_s'] / results['train-memory']['train_s']:.2f}")
+        extra = (f"   (load {r['load_s']:.1f} s, {args.epochs} epoch(s) {r['train_s']:.1f} s, val AUC "
+                 f"{r['val_auc']:.4f}, test AUC {r['test_auc']:.4f})") if "train_s" in r else ""
+        print(f"{label:<32}{r['time_s']:>10.1f}{r['peak_mib']:>15.0f}{r['peak_anon_mib']:>15.0f}{extra}")
+    ratio = lambda a, b, key: results[a][key] / results[b][key]  # noqa: E731
+    print(f"ratios store / in memory: encode peak RSS {ratio('store', 'read', 'peak_mib'):.2f} (anon "
+          f"{ratio('store', 'read', 'peak_anon_mib'):.2f}), encode time {ratio('store', 'read', 'time_s'):.2f}; "
+          f"training peak RSS {ratio('train-store', 'train-memory', 'peak_mib'):.2f} (anon "
+          f"{ratio('train-store', 'train-memory', 'peak_anon_mib'):.2f}), epoch time "
+          f"{ratio('train-store', 'train-memory', 'train_s'):.2f}")
     from sgl.datasets.ctr_store import open_ctr_store
 
     stored = open_ctr_store(results["store"]["folder"])

@@ -117,6 +117,19 @@ CHECKS = [("cafe/field", "hash-field", "the paper's comparison: CAFE laid out as
           ("cafe+", "hash", "CAFE+ (shared cold table) vs one shared hash table")]
 
 
+def _paired(results: Dict[str, Any], ratio: float, ours: str, baseline: str) -> str:
+    """Mean of the per-seed AUC differences ``ours - baseline``, its 95% t-interval and the wins."""
+    from scipy import stats
+
+    diff = [a["test_auc"] - b["test_auc"] for a, b in zip(results[f"{ratio:g}/{ours}"]["runs"],
+                                                          results[f"{ratio:g}/{baseline}"]["runs"])]
+    mean = statistics.fmean(diff)
+    if len(diff) < 2:
+        return f"{mean:+.4f} (1 seed)"
+    half = stats.t.ppf(0.975, len(diff) - 1) * statistics.stdev(diff) / len(diff) ** 0.5
+    return f"{mean:+.4f} [{mean - half:+.4f}, {mean + half:+.4f}], {sum(d > 0 for d in diff)}/{len(diff)}"
+
+
 def summarize(name: str, results: Dict[str, Any], methods: List[str], ratios: List[float]) -> List[str]:
     """Print (and return) the mean-AUC table and the verdict of every comparison in ``CHECKS``.
 
@@ -146,6 +159,11 @@ def summarize(name: str, results: Dict[str, Any], methods: List[str], ratios: Li
         note = f"; {', '.join(skipped)}: {baseline} does not fit the budget" if skipped else ""
         lines.append(f"  target {ours} >= {baseline} AUC at every ratio ({what}): "
                      f"{'met' if marks and all(marks) else 'NOT met'} ({sum(marks)}/{len(marks)} ratios{note})")
+        paired = [f"{ratio:g}x {_paired(results, ratio, ours, baseline)}" for ratio in ratios
+                  if f"{ratio:g}/{baseline}" in results and f"{ratio:g}/{ours}" in results]
+        if paired:
+            lines.append("      paired by seed (same split and model seed), mean difference [95% t-interval], "
+                         "wins: " + "; ".join(paired))
     for line in lines:
         print(line)
     return lines

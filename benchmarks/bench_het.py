@@ -369,7 +369,7 @@ def part_c(args: argparse.Namespace) -> list[dict]:
 def add_arguments(g) -> None:
     """Flags of parts (b) and (c) on a parser or argument group; all prefixed ``--het-`` / ``--gmp-``
     so they can join other benches (bench_embeddings.py adds them through ``add_part_b_arguments``)."""
-    ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
+    ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731  ('' = none)
     g.add_argument("--het-batch", type=int, default=128,
                    help="per-worker batch size (b; HET's run_hetu.py: 128)")
     g.add_argument("--het-lr", type=float, default=0.01,
@@ -388,8 +388,8 @@ def add_arguments(g) -> None:
     g.add_argument("--het-policy", default="lfu_pinned", choices=["lru", "lfu", "lfu_pinned"],
                    help="cache policy of the headline (HET's examples: lfuopt)")
     g.add_argument("--het-epochs", type=int, default=2)
-    g.add_argument("--het-sweep-cache", type=lambda s: [float(x) for x in s.split(",")],
-                   default=[0.01, 0.05, 0.1, 0.2, 1.0], help="cache fractions of the sweep (seed 0)")
+    g.add_argument("--het-sweep-cache", type=lambda s: [float(x) for x in s.split(",") if x],
+                   default=[0.01, 0.05, 0.1, 0.2, 1.0], help="cache fractions of the sweep (seed 0; '' skips it)")
     g.add_argument("--het-sweep-bounds", type=ints, default=[0, 1, 10, 100], help="bounds of the sweep")
     g.add_argument("--het-policies", type=lambda s: [x for x in s.split(",") if x],
                    default=["lru", "lfu", "lfu_pinned"], help="policies compared at bound 10 (seed 0; '' skips)")
