@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
+import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,11 +50,51 @@ def _mean_std(values: List[float]) -> str:
     return f"{statistics.fmean(values):.4f} ± {std:.4f}"
 
 
+class OracleHotEmbedding(torch.nn.Module):
+    """Diagnostic upper bound for CAFE (``--methods ...,oracle``; not a library backend): the
+    ``hot`` ids seen most often in the *training* split get their own rows -- perfect selection,
+    no sketch bytes, known before training -- and every other id reads a shared hash table of the
+    remaining rows. Equal bytes: ``(hot + hash rows) * 4 * dim`` = the budget."""
+
+    def __init__(self, num_embeddings: int, dim: int, hot_ids: np.ndarray, hash_rows: int, seed: int) -> None:
+        super().__init__()
+        from sgl.embeddings.tables import hash_ids
+
+        self.num_embeddings, self.dim, self.seed, self.hash_rows = num_embeddings, dim, seed, hash_rows
+        self._hash = hash_ids
+        slot = torch.full((num_embeddings,), -1, dtype=torch.long)
+        slot[torch.as_tensor(hot_ids, dtype=torch.long)] = torch.arange(len(hot_ids))
+        self.register_buffer("slot", slot)
+        self.hot = torch.nn.Parameter(torch.randn(len(hot_ids), dim) * 0.01)
+        self.cold = torch.nn.Parameter(torch.randn(hash_rows, dim) * 0.01)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        slot = self.slot[ids]
+        cold = self.cold[self._hash(ids, self.hash_rows, self.seed)]
+        if not len(self.hot):
+            return cold
+        return torch.where((slot >= 0).unsqueeze(-1), self.hot[slot.clamp(min=0)], cold)
+
+    def memory_bytes(self) -> int:
+        return (self.hot.numel() + self.cold.numel()) * 4
+
+
+def _oracle(data: CTRData, train: CTRData, ratio: float, dim: int, seed: int, hot_rate: float) -> OracleHotEmbedding:
+    rows = budget_bytes(data.num_embeddings, dim, ratio) // (dim * 4)
+    hot = min(int(rows * hot_rate), rows - 1)
+    counts = np.bincount(train.global_ids().ravel(), minlength=data.num_embeddings)
+    return OracleHotEmbedding(data.num_embeddings, dim, np.argsort(-counts, kind="stable")[:hot], rows - hot, seed)
+
+
 def _train_one(method: str, data: CTRData, split, ratio: float, seed: int, train_cfg: CTRTrainConfig, dim: int,
                model: str, opts: Dict[str, Any]) -> Dict[str, Any]:
     train, val, test = split
     seed_everything(seed)
     opts = dict(opts)
+    if method == "oracle":
+        emb = _oracle(data, train, ratio, dim, seed, opts["hot_rate"])
+        net = build_ctr_model(model, emb, data.num_fields, dim, data.num_dense, hidden=[64, 64])
+        return train_ctr(net, train, val, test, train_cfg, seed)
     kind, _, layout = method.partition("/")  # "cafe/field": CAFE with the artifact's per-field cold tables
     if kind in ("hash", "cafe", "cafe+"):
         opts["seed"] = seed
@@ -80,7 +121,8 @@ def _ratio_method(task) -> tuple:
     kind = method.partition("/")[0]
     if kind == "cafe":
         base["threshold"] = max(1.0, paper_hyperparameters(ratio)[0] * len(split[0]) / CRITEO_ROWS)
-    candidates = [dict(base, hash_rate=r) for r in c["hash_rates"]] if kind in ("cafe", "cafe+") else [base]
+    candidates = [dict(base, hash_rate=r) for r in c["hash_rates"]] if kind in ("cafe", "cafe+") else \
+        [{"hot_rate": 1 - r} for r in c["hash_rates"]] if kind == "oracle" else [base]
     args = (c["train_cfg"], c["dim"], c["model"])
     pilot, errors = [], []
     for cand in candidates:  # a candidate split that cannot fit the budget is skipped
@@ -114,7 +156,9 @@ CHECKS = [("cafe/field", "hash-field", "the paper's comparison: CAFE laid out as
                                        "vs the paper's Hash (per-field tables)"),
           ("cafe", "hash-field", "CAFE with one shared cold table vs the paper's Hash"),
           ("cafe", "hash", "shared-table variant: CAFE (shared cold table) vs one shared hash table"),
-          ("cafe+", "hash", "CAFE+ (shared cold table) vs one shared hash table")]
+          ("cafe+", "hash", "CAFE+ (shared cold table) vs one shared hash table"),
+          ("oracle", "hash", "diagnostic: the true top ids' own rows (no sketch bytes) + one shared hash table, "
+                             "vs one shared hash table -- what any CAFE could gain over it")]
 
 
 def _paired(results: Dict[str, Any], ratio: float, ours: str, baseline: str) -> str:
@@ -278,7 +322,9 @@ def main(argv: List[str] = None) -> int:
                        help="hash = one shared table over all fields; hash-field = the CAFE artifact's Hash "
                             "baseline (per-field tables, id mod rows, fields of <= 2000/ratio ids kept whole); "
                             "cafe/field = CAFE laid out as the artifact (per-field cold tables, same small-field "
-                            "rule), cafe = CAFE with one shared cold hash table")
+                            "rule), cafe = CAFE with one shared cold hash table; oracle (diagnostic, not in the "
+                            "default) = the training split's most frequent ids in their own rows + one shared "
+                            "hash table, hot share 1 - hash_rate")
     group.add_argument("--hash-rates", default="0.3,0.5,0.7,0.9", help="CAFE/CAFE+ hash_rate candidates, chosen on "
                                                                    "validation AUC of the first seed")
     group.add_argument("--split-per-seed", action="store_true",
