@@ -413,6 +413,15 @@ def read_ctr_file(path: PathLike, fmt: CTRFormat = CRITEO_FORMAT, min_count: int
     """
     from tqdm.auto import tqdm
 
+    path = _check_read_args(path, min_count, chunk_rows, max_rows)
+    vocab = build_vocabulary(path, fmt, min_count, chunk_rows, max_rows)
+    chunks = list(tqdm(iter_ctr_chunks(path, vocab, fmt, chunk_rows, max_rows), desc=f"encode {path.name}",
+                       unit="chunk", disable=None if progress is None else not progress))
+    return _concat(chunks, fmt, path, vocab)
+
+
+def _check_read_args(path: PathLike, min_count: int, chunk_rows: int, max_rows: Optional[int]) -> Path:
+    """Validate the arguments every text reader takes; return the file as a Path."""
     _check_int(min_count, "min_count", 1)
     _check_int(chunk_rows, "chunk_rows", 1)
     if max_rows is not None:
@@ -420,10 +429,7 @@ def read_ctr_file(path: PathLike, fmt: CTRFormat = CRITEO_FORMAT, min_count: int
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"CTR file {path} does not exist")
-    vocab = build_vocabulary(path, fmt, min_count, chunk_rows, max_rows)
-    chunks = list(tqdm(iter_ctr_chunks(path, vocab, fmt, chunk_rows, max_rows), desc=f"encode {path.name}",
-                       unit="chunk", disable=None if progress is None else not progress))
-    return _concat(chunks, fmt, path, vocab)
+    return path
 
 
 def _check_int(value: object, name: str, minimum: int) -> int:

@@ -49,8 +49,8 @@ from typing import Dict, Optional, Union
 
 import numpy as np
 
-from sgl.datasets.ctr import (CRITEO_FORMAT, CTRData, CTRFormat, _DEFAULT_CHUNK, _check_int, build_vocabulary,
-                              iter_ctr_chunks)
+from sgl.datasets.ctr import (CRITEO_FORMAT, CTRData, CTRFormat, _DEFAULT_CHUNK, _check_int, _check_read_args,
+                              build_vocabulary, iter_ctr_chunks)
 from sgl.errors import ConfigError, DatasetError
 
 __all__ = ["build_ctr_store", "open_ctr_store", "ctr_store_path", "STORE_VERSION"]
@@ -107,15 +107,9 @@ def build_ctr_store(path: PathLike, out_dir: Optional[PathLike] = None, fmt: CTR
 
     from sgl.fileio import atomic_dir, atomic_write
 
-    _check_int(min_count, "min_count", 1)
-    _check_int(chunk_rows, "chunk_rows", 1)
     _check_int(shuffle_seed, "shuffle_seed", 0)
     _check_int(memory_bytes, "memory_bytes", 1)
-    if max_rows is not None:
-        _check_int(max_rows, "max_rows", 1)
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"CTR file {path} does not exist")
+    path = _check_read_args(path, min_count, chunk_rows, max_rows)
     target = ctr_store_path(path, out_dir, fmt, min_count, max_rows, shuffle_seed)
     if target.is_dir():
         open_ctr_store(target)  # a complete store: reuse it (raises on a damaged one)

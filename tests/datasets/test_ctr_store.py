@@ -152,3 +152,15 @@ def test_store_files_are_not_left_open(tmp_path):
     build_ctr_store(path, tmp_path / "s", memory_bytes=5_000, progress=False)
     if before is not None:
         assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_large_files_get_a_store_by_default(tmp_path, monkeypatch):
+    import sgl.datasets.ctr as ctr
+
+    path = write_criteo(tmp_path / "train.txt", rows=100)
+    assert not load_criteo(path).is_mapped
+    monkeypatch.setattr(ctr, "AUTO_STORE_BYTES", path.stat().st_size - 1)   # "larger than 2 GiB"
+    data = load_criteo(path, progress=False)
+    assert data.is_mapped and len(data) == 100
+    assert len(list((tmp_path / "processed").iterdir())) == 1
+    assert not load_criteo(path, store="false").is_mapped                  # the CLI's spelling
