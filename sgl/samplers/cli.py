@@ -1,4 +1,9 @@
-"""``sgl preprocess --dataset X --out DIR``: write any dataset as a disk-backed store."""
+"""``sgl preprocess --dataset X --out DIR``: write a dataset as a disk-backed store.
+
+Graph datasets become a graph/feature store (:mod:`sgl.samplers.store`); the text CTR datasets
+(``criteo``, ``avazu``) become a memory-mapped CTR store under ``DIR``
+(:mod:`sgl.datasets.ctr_store`), which ``sgl train --task ctr --dataset-option store=DIR`` maps.
+"""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +16,8 @@ __all__ = ["register", "cmd_preprocess"]
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("preprocess", help="write a dataset as a disk-backed graph/feature store")
+    parser = subparsers.add_parser("preprocess", help="write a dataset as a disk-backed graph/feature store "
+                                                        "(or a CTR store for criteo/avazu)")
     parser.add_argument("--dataset", required=True, help="dataset name (see `sgl datasets list`)")
     parser.add_argument("--root", help="folder holding the dataset's files")
     parser.add_argument("--out", required=True, help="store folder to create")
@@ -26,7 +32,11 @@ def cmd_preprocess(args: argparse.Namespace) -> int:
     import sgl.datasets
     from sgl.samplers.store import open_store, write_store
 
-    graph = sgl.datasets.load(args.dataset, root=args.root, **key_values(args.dataset_option, "--dataset-option"))
+    options = key_values(args.dataset_option, "--dataset-option")
+    tasks = {name.lower(): task for name, _, task in sgl.datasets.list_datasets()}
+    if tasks.get(args.dataset.lower().replace("_", "-")) == "ctr":
+        return _preprocess_ctr(args, options)
+    graph = sgl.datasets.load(args.dataset, root=args.root, **options)
     if not hasattr(graph, "indptr"):
         raise ConfigError(f"dataset {args.dataset!r} is not a single graph; `sgl preprocess` stores node datasets")
     path = write_store(graph, args.out, feature_dtype=args.feature_dtype, overwrite=args.overwrite,
@@ -35,4 +45,20 @@ def cmd_preprocess(args: argparse.Namespace) -> int:
     size = sum(entry["bytes"] for entry in store.meta["arrays"].values())
     print(f"store: {path} ({store.num_nodes:,} nodes, {store.num_edges:,} edges, {store.num_features} "
           f"{store.feature_dtype} features, {size / 2**20:.1f} MiB, checksums verified)")
+    return 0
+
+
+def _preprocess_ctr(args: argparse.Namespace, options: dict) -> int:
+    import sgl.datasets
+
+    name = args.dataset.lower()
+    if name not in ("criteo", "avazu"):
+        raise ConfigError(f"dataset {args.dataset!r} is not read from a text file; `sgl preprocess` builds CTR "
+                          f"stores for criteo and avazu")
+    data = sgl.datasets.load(name, root=args.root, store=args.out, progress=not args.no_progress, **options)
+    if not getattr(data, "is_mapped", False):
+        raise ConfigError(f"{args.root} holds arrays, not a text file: there is nothing to encode into a store")
+    print(f"CTR store under {args.out}: {len(data):,} rows, {data.num_fields} fields, {data.num_dense} dense, "
+          f"{data.num_embeddings:,} ids; train with --dataset {name} --root {args.root} "
+          f"--dataset-option store={args.out}")
     return 0

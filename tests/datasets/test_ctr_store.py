@@ -164,3 +164,28 @@ def test_large_files_get_a_store_by_default(tmp_path, monkeypatch):
     assert data.is_mapped and len(data) == 100
     assert len(list((tmp_path / "processed").iterdir())) == 1
     assert not load_criteo(path, store="false").is_mapped                  # the CLI's spelling
+
+
+def test_preprocess_cli_builds_the_store_train_reuses(tmp_path, capsys):
+    from sgl.cli import main
+
+    path = write_criteo(tmp_path / "train.txt", rows=400)
+    out = tmp_path / "stores"
+    assert main(["preprocess", "--dataset", "criteo", "--root", str(path), "--out", str(out), "--no-progress"]) == 0
+    assert "400 rows, 26 fields" in capsys.readouterr().out
+    folder, = out.iterdir()
+    stamp = (folder / "sparse.npy").stat().st_mtime_ns
+    assert main(["train", "--task", "ctr", "--model", "wdl", "--dataset", "criteo", "--root", str(path),
+                 "--dataset-option", f"store={out}", "--seeds", "1", "--epochs", "1", "--hidden", "8",
+                 "--no-progress"]) == 0
+    assert (folder / "sparse.npy").stat().st_mtime_ns == stamp and len(list(out.iterdir())) == 1
+
+
+def test_preprocess_cli_rejects_ctr_data_without_text(data_path, tmp_path, capsys):
+    from sgl.cli import main
+
+    assert main(["preprocess", "--dataset", "criteo", "--root", str(data_path("criteo_het_sampled")),
+                 "--out", str(tmp_path / "s"), "--no-progress"]) != 0
+    assert "holds arrays, not a text file" in capsys.readouterr().err
+    assert main(["preprocess", "--dataset", "synthetic-ctr", "--out", str(tmp_path / "s"), "--no-progress"]) != 0
+    assert "criteo and avazu" in capsys.readouterr().err
