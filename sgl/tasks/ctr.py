@@ -322,7 +322,6 @@ def _config(args: argparse.Namespace) -> Dict[str, Any]:
 def cli_train(args: argparse.Namespace) -> int:
     """``sgl train --task ctr``: load a CTR dataset, split it, train over seeds, print AUC and log-loss."""
     import sgl.datasets
-    from sgl.datasets.ctr import CTRData
     from sgl.embeddings import build_embedding
     from sgl.fileio import atomic_write
     from sgl.models.ctr import build_ctr_model, ctr_model_config
@@ -335,7 +334,7 @@ def cli_train(args: argparse.Namespace) -> int:
         raise ConfigError(f"dataset {config['dataset']!r} is a {task} dataset; --task ctr needs one of "
                           f"{', '.join(ctr_names)}")
     data = sgl.datasets.load(config["dataset"], root=config["root"], **config["dataset_options"])
-    if not isinstance(data, CTRData):
+    if not all(hasattr(data, a) for a in ("global_ids", "field_dims", "split")):  # duck-typed: CTRData
         raise ConfigError(f"dataset {config['dataset']!r} did not load as CTR data")
     model_cfg = ctr_model_config(**config["model_config"])
     try:
