@@ -64,32 +64,31 @@ def step(kind: str, path: str, store: str, memory_mb: int, epochs: int) -> dict:
     reset_peak()
     base = status_kb("VmRSS")
     base_anon = status_kb("RssAnon")
-    anon = AnonPeak().__enter__()
-    start = time.perf_counter()
     out: dict = {}
-    if kind == "read":
-        data = read_ctr_file(path, progress=False)
-        out["rows"] = len(data)
-    elif kind == "store":
-        folder = build_ctr_store(path, store, memory_bytes=memory_mb << 20, progress=False)
-        out["folder"] = str(folder)
-        out["buckets"] = json.loads((folder / "meta.json").read_text())["buckets"]
-    else:
-        if kind == "train-memory":
+    with AnonPeak() as anon:
+        start = time.perf_counter()
+        if kind == "read":
             data = read_ctr_file(path, progress=False)
+            out["rows"] = len(data)
+        elif kind == "store":
+            folder = build_ctr_store(path, store, memory_bytes=memory_mb << 20, progress=False)
+            out["folder"] = str(folder)
+            out["buckets"] = json.loads((folder / "meta.json").read_text())["buckets"]
         else:
-            data = open_ctr_store(build_ctr_store(path, store, memory_bytes=memory_mb << 20, progress=False))
-        load = time.perf_counter() - start
-        train, val, test = data.split((0.8, 0.1, 0.1), seed=0)
-        torch.manual_seed(0)
-        model = build_ctr_model("wdl", build_embedding("full", data.num_embeddings, 16), data.num_fields, 16,
-                                data.num_dense, hidden=[64, 32])
-        result = train_ctr(model, train, val, test, CTRTrainConfig(epochs=epochs, batch_size=1024, lr=1e-3,
-                                                                    progress=False))
-        out.update(load_s=load, val_auc=result["val_auc"], test_auc=result["test_auc"],
-                   train_s=result["train_time_s"])
-    out["time_s"] = time.perf_counter() - start
-    anon.__exit__(None, None, None)
+            if kind == "train-memory":
+                data = read_ctr_file(path, progress=False)
+            else:
+                data = open_ctr_store(build_ctr_store(path, store, memory_bytes=memory_mb << 20, progress=False))
+            load = time.perf_counter() - start
+            train, val, test = data.split((0.8, 0.1, 0.1), seed=0)
+            torch.manual_seed(0)
+            model = build_ctr_model("wdl", build_embedding("full", data.num_embeddings, 16), data.num_fields, 16,
+                                    data.num_dense, hidden=[64, 32])
+            result = train_ctr(model, train, val, test, CTRTrainConfig(epochs=epochs, batch_size=1024, lr=1e-3,
+                                                                        progress=False))
+            out.update(load_s=load, val_auc=result["val_auc"], test_auc=result["test_auc"],
+                       train_s=result["train_time_s"])
+        out["time_s"] = time.perf_counter() - start
     out["peak_mib"] = (status_kb("VmHWM") - base) / 1024
     out["peak_anon_mib"] = (anon.peak_kb - base_anon) / 1024
     return out

@@ -34,6 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from sgl.datasets.ctr import CTRData, load_movielens_100k, make_synthetic_ctr  # noqa: E402
 from sgl.embeddings import budget_bytes, build_embedding, paper_hyperparameters  # noqa: E402
+from sgl.embeddings.tables import hash_ids  # noqa: E402
 from sgl.errors import EmbeddingError  # noqa: E402
 from sgl.models.ctr import build_ctr_model  # noqa: E402
 from sgl.tasks.ctr import CTRTrainConfig, train_ctr  # noqa: E402
@@ -58,10 +59,7 @@ class OracleHotEmbedding(torch.nn.Module):
 
     def __init__(self, num_embeddings: int, dim: int, hot_ids: np.ndarray, hash_rows: int, seed: int) -> None:
         super().__init__()
-        from sgl.embeddings.tables import hash_ids
-
         self.num_embeddings, self.dim, self.seed, self.hash_rows = num_embeddings, dim, seed, hash_rows
-        self._hash = hash_ids
         slot = torch.full((num_embeddings,), -1, dtype=torch.long)
         slot[torch.as_tensor(hot_ids, dtype=torch.long)] = torch.arange(len(hot_ids))
         self.register_buffer("slot", slot)
@@ -70,7 +68,7 @@ class OracleHotEmbedding(torch.nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         slot = self.slot[ids]
-        cold = self.cold[self._hash(ids, self.hash_rows, self.seed)]
+        cold = self.cold[hash_ids(ids, self.hash_rows, self.seed)]
         if not len(self.hot):
             return cold
         return torch.where((slot >= 0).unsqueeze(-1), self.hot[slot.clamp(min=0)], cold)

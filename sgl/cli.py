@@ -203,8 +203,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                                    "progress": not args.no_progress})
     except TypeError as exc:
         raise ConfigError(f"bad training option: {exc}") from exc
-    tasks = {name.lower(): task for name, _, task in sgl.datasets.list_datasets()}
-    task = tasks.get(str(config["dataset"]).lower().replace("_", "-"), "node")
+    task = sgl.datasets.dataset_task(config["dataset"]) or "node"
     if str(config["dataset"]).lower().startswith("tu:"):
         task = "graph"
     if task != "node":

@@ -23,7 +23,7 @@ from sgl.datasets.karate import load_karate
 from sgl.datasets.npz import load_npz, read_npz
 from sgl.datasets.ogb import load_ogb, read_ogb
 from sgl.datasets.planetoid import load_planetoid, read_planetoid
-from sgl.datasets.registry import list_datasets, load, register
+from sgl.datasets.registry import dataset_task, list_datasets, load, register
 from sgl.datasets.splits import per_class_split, planetoid_split
 from sgl.datasets.synthetic import csbm
 from sgl.datasets.tu import load_tu, read_tu
@@ -31,6 +31,7 @@ from sgl.datasets.tu import load_tu, read_tu
 __all__ = [
     "load",
     "list_datasets",
+    "dataset_task",
     "register",
     "GraphDataset",
     "load_karate",

@@ -33,7 +33,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -147,13 +147,15 @@ class CTRData:
 
     def global_ids(self) -> np.ndarray:
         """int64 ``[N, F]``: ``sparse + offsets``, ids into one table of ``sum(field_dims)`` rows."""
-        return self.sparse.astype(np.int64) + self.offsets[None, :]
+        return self._global(self.sparse)
 
     def batch(self, rows: Union[slice, np.ndarray]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(dense, global ids (int64), labels)`` of ``rows`` only — what a training step reads
         from a memory-mapped store."""
-        return (np.array(self.dense[rows]), self.sparse[rows].astype(np.int64) + self.offsets[None, :],
-                np.array(self.labels[rows]))
+        return np.array(self.dense[rows]), self._global(self.sparse[rows]), np.array(self.labels[rows])
+
+    def _global(self, sparse: np.ndarray) -> np.ndarray:
+        return sparse.astype(np.int64, copy=False) + self.offsets[None, :]
 
     def subset(self, index: Union[slice, np.ndarray]) -> "CTRData":
         """The rows ``index`` (an int array, a boolean mask or a slice), sharing vocabularies.

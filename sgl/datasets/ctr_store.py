@@ -68,6 +68,11 @@ def _format_spec(fmt: CTRFormat) -> Dict[str, object]:
             "sparse": list(fmt.sparse), "header_first": fmt.header_first}
 
 
+def _default_dir(path: Path) -> Path:
+    """Where stores go when no folder is given: ``processed/`` next to the file."""
+    return path.parent / "processed"
+
+
 def ctr_store_path(path: PathLike, out_dir: Optional[PathLike] = None, fmt: CTRFormat = CRITEO_FORMAT,
                    min_count: int = 1, max_rows: Optional[int] = None, shuffle_seed: int = 0) -> Path:
     """The folder :func:`build_ctr_store` writes for these arguments (``out_dir`` defaults to
@@ -82,7 +87,7 @@ def ctr_store_path(path: PathLike, out_dir: Optional[PathLike] = None, fmt: CTRF
             "format": _format_spec(fmt), "min_count": min_count, "max_rows": max_rows,
             "shuffle_seed": shuffle_seed}
     key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
-    base = path.parent / "processed" if out_dir is None else Path(out_dir).expanduser()
+    base = _default_dir(path) if out_dir is None else Path(out_dir).expanduser()
     return base / f"{path.stem}-store-{key}"
 
 
@@ -146,7 +151,7 @@ def build_ctr_store(path: PathLike, out_dir: Optional[PathLike] = None, fmt: CTR
                 for b in np.nonzero(np.diff(bounds))[0]:
                     rows = order[bounds[b]:bounds[b + 1]]
                     for name, values in arrays.items():
-                        files[(int(b), name)].write(np.ascontiguousarray(values[rows]).tobytes())
+                        files[(int(b), name)].write(values[rows].tobytes())
                     counts[b] += len(rows)
         finally:
             for handle in files.values():
@@ -175,8 +180,7 @@ def build_ctr_store(path: PathLike, out_dir: Optional[PathLike] = None, fmt: CTR
         shutil.rmtree(parts)
         meta = {"version": STORE_VERSION, "source": str(path), "rows": total, "field_dims": field_dims,
                 "field_names": list(names[0]), "dense_names": list(names[1]), "id_dtype": np.dtype(id_dtype).name,
-                "min_count": min_count, "max_rows": max_rows, "shuffle_seed": shuffle_seed, "buckets": buckets,
-                "ctr": float(np.load(tmp / "labels.npy", mmap_mode="r").mean())}
+                "min_count": min_count, "max_rows": max_rows, "shuffle_seed": shuffle_seed, "buckets": buckets}
         with atomic_write(tmp / "meta.json", "w") as handle:
             json.dump(meta, handle, indent=1)
     return target
@@ -211,18 +215,17 @@ def open_ctr_store(folder: PathLike) -> CTRData:
         if arrays[name].shape != shape:
             raise DatasetError(f"CTR store {folder}: {name}.npy has shape {arrays[name].shape}, meta.json says "
                                f"{shape}; {fix}")
-    data = CTRData(arrays["dense"], arrays["sparse"], arrays["labels"], meta["field_dims"], meta["field_names"],
+    return CTRData(arrays["dense"], arrays["sparse"], arrays["labels"], meta["field_dims"], meta["field_names"],
                    meta["dense_names"], check=False, order_seed=int(meta["shuffle_seed"]),
                    source_row=arrays["source_row"])
-    return data
 
 
 def _store_option(store: Union[None, bool, str, PathLike], path: Path, auto_bytes: int) -> Optional[Path]:
     """Where a loader's ``store`` argument puts the store (``None`` = read into memory)."""
     if store is None:
-        return path.parent / "processed" if path.stat().st_size > auto_bytes else None
+        return _default_dir(path) if path.stat().st_size > auto_bytes else None
     if isinstance(store, bool):
-        return path.parent / "processed" if store else None
+        return _default_dir(path) if store else None
     if isinstance(store, str) and store.lower() in ("true", "false", "auto"):
         return _store_option({"true": True, "false": False, "auto": None}[store.lower()], path, auto_bytes)
     if isinstance(store, (str, os.PathLike)):

@@ -23,7 +23,7 @@ from sgl.datasets.synthetic import csbm
 from sgl.datasets.tu import load_tu
 from sgl.errors import ConfigError, DatasetError
 
-__all__ = ["register", "load", "list_datasets"]
+__all__ = ["register", "load", "list_datasets", "dataset_task"]
 
 PathLike = Union[str, os.PathLike]
 
@@ -86,6 +86,18 @@ def list_datasets() -> List[Tuple[str, str, str]]:
         True
     """
     return [(e.name, e.description, e.task) for _, e in sorted(_REGISTRY.items())]
+
+
+def dataset_task(name: str) -> Optional[str]:
+    """The task a registered dataset is for (``"node"``, ``"ctr"``, ...), ``None`` if unknown.
+
+    Example:
+        >>> from sgl.datasets import dataset_task
+        >>> dataset_task("Cora"), dataset_task("synthetic_ctr"), dataset_task("nope")
+        ('node', 'ctr', None)
+    """
+    entry = _REGISTRY.get(_key(str(name)))
+    return entry.task if entry is not None else None
 
 
 def _unknown(name: str) -> DatasetError:

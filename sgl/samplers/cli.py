@@ -33,8 +33,7 @@ def cmd_preprocess(args: argparse.Namespace) -> int:
     from sgl.samplers.store import open_store, write_store
 
     options = key_values(args.dataset_option, "--dataset-option")
-    tasks = {name.lower(): task for name, _, task in sgl.datasets.list_datasets()}
-    if tasks.get(args.dataset.lower().replace("_", "-")) == "ctr":
+    if sgl.datasets.dataset_task(args.dataset) == "ctr":
         return _preprocess_ctr(args, options)
     graph = sgl.datasets.load(args.dataset, root=args.root, **options)
     if not hasattr(graph, "indptr"):

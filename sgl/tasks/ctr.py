@@ -110,8 +110,13 @@ def _mapped(data: Any) -> bool:
     return bool(getattr(data, "is_mapped", False))
 
 
-def _batch_tensors(data: Any, rows: slice, device: torch.device):
-    return tuple(torch.from_numpy(a).to(device) for a in data.batch(rows))
+def _to_device(arrays: Any, device: torch.device):
+    return tuple(torch.from_numpy(a).to(device) for a in arrays)
+
+
+def _block_size(batch_size: int, block_rows: int) -> int:
+    """``block_rows`` rounded up to whole batches."""
+    return max(1, math.ceil(block_rows / batch_size)) * batch_size
 
 
 def mapped_batches(data: Any, batch_size: int, block_rows: int, generator: torch.Generator):
@@ -124,7 +129,7 @@ def mapped_batches(data: Any, batch_size: int, block_rows: int, generator: torch
     numpy arrays.
     """
     n = len(data)
-    block = max(1, math.ceil(block_rows / batch_size)) * batch_size
+    block = _block_size(batch_size, block_rows)
     for b in torch.randperm(math.ceil(n / block), generator=generator).tolist():
         dense, ids, labels = data.batch(slice(b * block, min(n, (b + 1) * block)))
         perm = torch.randperm(len(labels), generator=generator).numpy()
@@ -142,7 +147,7 @@ def evaluate_ctr(model: torch.nn.Module, data: Any, batch_size: int = 65536,
     was_training = model.training
     model.eval()
     if _mapped(data):
-        probs = [torch.sigmoid(model(*_batch_tensors(data, slice(i, i + batch_size), device)[:2])).cpu()
+        probs = [torch.sigmoid(model(*_to_device(data.batch(slice(i, i + batch_size))[:2], device))).cpu()
                  for i in range(0, len(data), batch_size)]
     else:
         dense, ids, labels = _tensors(data, device)
@@ -186,7 +191,7 @@ def train_ctr(model: torch.nn.Module, train: Any, val: Any, test: Any, config: O
     for epoch in range(config.epochs):
         model.train()
         if mapped:
-            batches = (tuple(torch.from_numpy(a).to(device) for a in arrays) for arrays in
+            batches = (_to_device(arrays, device) for arrays in
                        mapped_batches(train, config.batch_size, config.block_rows, generator))
             total = _mapped_batch_count(len(train), config.batch_size, config.block_rows)
         else:
@@ -225,7 +230,7 @@ def train_ctr(model: torch.nn.Module, train: Any, val: Any, test: Any, config: O
 
 
 def _mapped_batch_count(n: int, batch_size: int, block_rows: int) -> int:
-    block = max(1, math.ceil(block_rows / batch_size)) * batch_size
+    block = _block_size(batch_size, block_rows)
     full, rest = divmod(n, block)
     return full * (block // batch_size) + math.ceil(rest / batch_size)
 
@@ -327,10 +332,9 @@ def cli_train(args: argparse.Namespace) -> int:
     from sgl.models.ctr import build_ctr_model, ctr_model_config
 
     config = _config(args)
-    tasks = {name.lower(): task for name, _, task in sgl.datasets.list_datasets()}
-    task = tasks.get(str(config["dataset"]).lower().replace("_", "-"))
+    task = sgl.datasets.dataset_task(config["dataset"])
     if task is not None and task != "ctr":
-        ctr_names = sorted(name for name, t in tasks.items() if t == "ctr")
+        ctr_names = sorted(name.lower() for name, _, t in sgl.datasets.list_datasets() if t == "ctr")
         raise ConfigError(f"dataset {config['dataset']!r} is a {task} dataset; --task ctr needs one of "
                           f"{', '.join(ctr_names)}")
     data = sgl.datasets.load(config["dataset"], root=config["root"], **config["dataset_options"])
