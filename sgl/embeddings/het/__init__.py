@@ -6,6 +6,7 @@ talking to the server through a :class:`Transport`: the in-process
 :class:`LocalTransport` (simulator with exact byte counts) or the multi-process
 :class:`DistTransport` (over :mod:`sgl.comm`).
 """
+from sgl.embeddings.het.bounds import TrafficBound, het_traffic_bound, optimal_misses, steady_state_reduction
 from sgl.embeddings.het.cache import POLICIES, CachePolicy, EmbeddingCache
 from sgl.embeddings.het.embedding import (
     CacheCounters, HETConfig, HETEmbedding, HETWorker, NoCacheEmbedding, NoCacheWorker, WorkerEmbedding,
@@ -13,7 +14,7 @@ from sgl.embeddings.het.embedding import (
 )
 from sgl.embeddings.het.server import PullReply, ServerShard, ShardedServer, init_rows
 from sgl.embeddings.het.transport import (
-    DistTransport, LocalTransport, TrafficStats, Transport, steady_state_reduction,
+    DistTransport, LocalTransport, TrafficStats, Transport,
 )
 
 __all__ = [
@@ -21,5 +22,6 @@ __all__ = [
     "CacheCounters", "HETConfig", "HETEmbedding", "HETWorker", "WorkerEmbedding", "NoCacheEmbedding", "NoCacheWorker",
     "check_ids",
     "PullReply", "ServerShard", "ShardedServer", "init_rows",
-    "Transport", "LocalTransport", "DistTransport", "TrafficStats", "steady_state_reduction",
+    "Transport", "LocalTransport", "DistTransport", "TrafficStats",
+    "steady_state_reduction", "optimal_misses", "TrafficBound", "het_traffic_bound",
 ]

@@ -30,7 +30,7 @@ from sgl.embeddings.het.server import (
 )
 from sgl.errors import CommError, EmbeddingError
 
-__all__ = ["TrafficStats", "Transport", "LocalTransport", "DistTransport", "steady_state_reduction"]
+__all__ = ["TrafficStats", "Transport", "LocalTransport", "DistTransport"]
 
 _ID_BYTES = 8
 
@@ -66,49 +66,6 @@ class TrafficStats:
         self.pushes += 1
         self.rows_pushed += n_rows
         self.bytes_sent += n_rows * (_ID_BYTES + 4 * dim + (8 if counted else 0))
-
-
-def steady_state_reduction(bound: int, workers: int, dim: int, rate: float = 0.0,
-                           occurrences: float = 1.0) -> float:
-    """Expected byte reduction of HET vs the unique-key no-cache PS on one key, in steady state.
-
-    A key that is always cached and that each of ``workers`` finds in its
-    batch independently with probability ``rate`` per round (data shuffled
-    across workers), ``occurrences`` times per batch (``push_bound = bound``,
-    one version step per occurrence).  Each lookup sends its 16-byte
-    ``(key, version)``; a worker pushes once per ``bound + 1`` local updates,
-    i.e. with probability ``q = min(1, occurrences / (bound + 1))`` per lookup,
-    and a push carries more than ``bound`` updates, so it makes every other
-    worker's copy stale: a worker refetches when some other worker pushed since
-    its previous lookup, ``1 - E[f^T]`` with ``f = (1 - rate q)^(W - 1)`` and
-    the gap ``T ~ Geometric(rate)`` rounds.  Fetches and pushes cost
-    ``16 + 4 dim`` bytes, the no-cache PS ``2 (8 + 4 dim)`` per lookup.
-
-    ``rate -> 0`` (the default: rare keys, where the other workers' pushes
-    between two lookups coalesce into one refetch) gives the largest value, an
-    approximate ceiling for shuffled data; misses, evictions and bypasses only
-    cost more.  Keys used by one worker only (fixed data shards) can do better.
-
-    >>> [round(steady_state_reduction(10, 4, d), 3) for d in (64, 128)]         # rare keys
-    [0.812, 0.83]
-    >>> round(steady_state_reduction(10, 4, 128, rate=1.0), 3)                   # in every batch
-    0.812
-    >>> round(steady_state_reduction(10, 4, 128, rate=1.0, occurrences=11), 3)   # push every step
-    -0.031
-    """
-    if bound < 0 or workers < 1 or dim < 1 or not 0 <= rate <= 1 or not occurrences >= 1:
-        raise EmbeddingError(
-            f"steady_state_reduction: need bound >= 0, workers, dim >= 1, 0 <= rate <= 1 and occurrences "
-            f">= 1; got bound={bound}, workers={workers}, dim={dim}, rate={rate}, occurrences={occurrences}."
-        )
-    q = min(1.0, occurrences / (bound + 1))
-    if rate == 0:  # limit rate -> 0 of 1 - rate f / (1 - (1 - rate) f)
-        refetch = (workers - 1) * q / (1 + (workers - 1) * q)
-    else:
-        f = (1 - rate * q) ** (workers - 1)
-        refetch = 1 - rate * f / (1 - (1 - rate) * f)
-    per_lookup = 16 + (16 + 4 * dim) * (q + refetch)
-    return 1 - per_lookup / (2 * (_ID_BYTES + 4 * dim))
 
 
 class Transport(ABC):
