@@ -25,11 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from sgl.embeddings.het.transport import _ID_BYTES
 from sgl.errors import EmbeddingError
 
 __all__ = ["steady_state_reduction", "optimal_misses", "TrafficBound", "het_traffic_bound"]
-
-_ID_BYTES = 8
 
 
 def steady_state_reduction(bound: int, workers: int, dim: int, rate: float = 0.0,
