@@ -10,9 +10,9 @@ counts), the ratios searched/baseline, and the search wall time. These are cost-
 predictions, not GPU measurements.
 
 Part 2 (CPU/gloo calibration): profiles the `cpu-small` Transformer and the local gloo links
-(`sgl.systems.profiler`), predicts step time and per-device memory of DDP, ZeRO-3 (FSDP2),
+(`sgl.systems.runtime.profiler`), predicts step time and per-device memory of DDP, ZeRO-3 (FSDP2),
 TP=2 (DTensor) and PP=2 (1F1B) plans with that profile, then runs those plans in 2 gloo
-processes (`sgl.systems.executor`) and prints predicted vs measured. Memory measured =
+processes (`sgl.systems.runtime.executor`) and prints predicted vs measured. Memory measured =
 model states actually held (parameters, gradients, Adam moments) + peak bytes saved for
 backward; RSS is printed too (it includes the torch runtime).
 
@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sgl.errors import PlanError  # noqa: E402
-from sgl.systems.plan import BASELINES, PlanSearcher, SearchConfig, format_plan  # noqa: E402
+from sgl.systems.parallel import BASELINES, PlanSearchConfig, PlanSearcher, format_plan  # noqa: E402
 
 
 def part_search(granularity: float, show_plans: bool) -> None:
@@ -46,8 +46,8 @@ def part_search(granularity: float, show_plans: bool) -> None:
     total_time = 0.0
     for model in ("llama-7b", "llama-13b"):
         for nodes in (1, 2):
-            searcher = PlanSearcher(SearchConfig(model=model, num_nodes=nodes, devices_per_node=8, memory_gb=80,
-                                                 granularity_mb=granularity))
+            searcher = PlanSearcher(PlanSearchConfig(model=model, num_nodes=nodes, devices_per_node=8, memory_gb=80,
+                                                     granularity_mb=granularity))
             for memory in (24, 40, 80):
                 started = time.perf_counter()
                 try:
@@ -81,8 +81,8 @@ def part_search(granularity: float, show_plans: bool) -> None:
     print(f"{'model':<10} {'GPUs':>4} {'GB':>3} | {'OSDP':>7} {'ZeRO-3':>7} {'ratio':>6} | {'search s':>8} | layer strategies")
     for model in ("llama-7b", "llama-13b"):
         for nodes in (1, 2):
-            searcher = PlanSearcher(SearchConfig(model=model, num_nodes=nodes, devices_per_node=8, memory_gb=80,
-                                                 granularity_mb=granularity, mode="osdp"))
+            searcher = PlanSearcher(PlanSearchConfig(model=model, num_nodes=nodes, devices_per_node=8, memory_gb=80,
+                                                     granularity_mb=granularity, mode="osdp"))
             for memory in (24, 40, 80):
                 try:
                     result = searcher.search(memory)
@@ -97,8 +97,7 @@ def part_search(granularity: float, show_plans: bool) -> None:
 
 
 def part_cpu(steps: int, threads: int) -> None:
-    from sgl.systems.executor import ExecConfig, make_plan, run_plans
-    from sgl.systems.profiler import profile_to_dir
+    from sgl.systems.runtime import ExecConfig, make_plan, profile_to_dir, run_plans
 
     print("== CPU/gloo calibration (cpu-small model, 2 gloo processes on this machine; NOT GPU figures) ==")
     cfg = ExecConfig(model="cpu-small", steps=steps, global_bsz=8, chunks=2, threads=threads)
@@ -106,8 +105,8 @@ def part_cpu(steps: int, threads: int) -> None:
         started = time.perf_counter()
         profile_to_dir(folder, model="cpu-small", world_size=2, batch_size=4, repeats=5, threads=threads)
         print(f"profiled in {time.perf_counter() - started:.1f} s")
-        searcher = PlanSearcher(SearchConfig(model="cpu-small", num_nodes=1, devices_per_node=2, memory_gb=64,
-                                             profile_dir=folder, bytes_per_value=4, batch_sizes=(8,)))
+        searcher = PlanSearcher(PlanSearchConfig(model="cpu-small", num_nodes=1, devices_per_node=2, memory_gb=64,
+                                                 profile_dir=folder, bytes_per_value=4, batch_sizes=(8,)))
         kinds = ("dp", "sdp", "tp", "pp")
         plans = [make_plan(k, 2, cfg) for k in kinds]
         predicted = [searcher.evaluate(p) for p in plans]
@@ -132,8 +131,8 @@ def part_gpu(repeats: int) -> None:
     """Profile LLaMA-7B/13B layers in bf16 on a GPU next to Galvatron's published A100 profile."""
     import torch
 
-    from sgl.systems.plan import load_builtin_profiles
-    from sgl.systems.profiler import profile_model
+    from sgl.systems.parallel import load_builtin_profiles
+    from sgl.systems.runtime import profile_model
 
     if not torch.cuda.is_available():
         print("== GPU profile: no CUDA device here, skipped ==")
@@ -145,8 +144,8 @@ def part_gpu(repeats: int) -> None:
         ours = profile_model(model, batch_size=4, repeats=repeats, device="cuda", dtype=torch.bfloat16, threads=4)
         ref, _ = load_builtin_profiles(model)
         # backward / forward time ratio (Galvatron assumes bct_fct_coe = 2)
-        from sgl.systems.executor import TransformerBlock
-        from sgl.systems.plan import get_model_config
+        from sgl.systems.parallel import get_model_config
+        from sgl.systems.runtime import TransformerBlock
 
         cfg = get_model_config(model)
         block = TransformerBlock(cfg).to("cuda", torch.bfloat16)

@@ -13,9 +13,8 @@ Example:
     >>> "cora" in [name for name, _, _ in sgl.datasets.list_datasets()]
     True
 """
-from sgl.datasets.ctr import (CTRData, load_avazu, load_criteo, load_movielens_100k, load_synthetic_ctr,
-                              make_synthetic_ctr)
-from sgl.datasets.ctr_store import build_ctr_store, open_ctr_store
+from sgl.datasets.ctr import (CTRData, build_ctr_store, load_avazu, load_criteo, load_movielens_100k,
+                              load_synthetic_ctr, make_synthetic_ctr, open_ctr_store)
 from sgl.datasets.download import default_root, fetch
 from sgl.datasets.geomgcn import load_geomgcn, read_geomgcn
 from sgl.datasets.graph_dataset import GraphDataset

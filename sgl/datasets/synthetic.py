@@ -17,12 +17,10 @@ a block-model graph with Gaussian node features whose mean depends on the class.
 """
 from __future__ import annotations
 
-import math
-from numbers import Integral, Real
-
 import numpy as np
 import torch
 
+from sgl._checks import check_int, check_real
 from sgl.data import Graph
 from sgl.datasets.edges import csr_graph, edges_to_csr
 from sgl.datasets.splits import planetoid_split
@@ -34,17 +32,12 @@ __all__ = ["csbm"]
 _FEATURE_CHUNK = 1 << 16
 
 
-def _check_int(value: object, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < minimum:
-        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _check_real(value: object, name: str, low: float, high: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or not (low <= float(value) <= high):
-        interval = f"[{low}, {high}]" if math.isfinite(high) else f">= {low}"
-        raise ConfigError(f"{name} must be a number in {interval}, got {value!r}")
-    return float(value)
+def _check_nonnegative(value: object, name: str) -> float:
+    # sgl._checks words a one-sided bound "a number >= 0.0"; this module always said "in >= 0.0".
+    try:
+        return check_real(value, name, 0.0)
+    except ConfigError:
+        raise ConfigError(f"{name} must be a number in >= 0.0, got {value!r}") from None
 
 
 def _sample_edges(y: np.ndarray, num_classes: int, num_edges: int, homophily: float,
@@ -102,21 +95,20 @@ def csbm(
         >>> g.num_nodes, g.num_features, g.num_classes, bool(g.is_symmetric()), g.has_self_loops()
         (1000, 16, 4, True, False)
     """
-    n = _check_int(num_nodes, "num_nodes", 1)
-    num_classes = _check_int(num_classes, "num_classes", 1)
-    num_features = _check_int(num_features, "num_features", 1)
+    n = check_int(num_nodes, "num_nodes", 1)
+    num_classes = check_int(num_classes, "num_classes", 1)
+    num_features = check_int(num_features, "num_features", 1)
     if num_classes > n:
         raise ConfigError(f"num_classes={num_classes} exceeds num_nodes={n}; every class needs at least one node")
-    avg_degree = _check_real(avg_degree, "avg_degree", 0.0)
-    homophily = _check_real(homophily, "homophily", 0.0, 1.0)
+    avg_degree = _check_nonnegative(avg_degree, "avg_degree")
+    homophily = check_real(homophily, "homophily", 0.0, 1.0)
     if num_classes == 1 and homophily < 1.0:
         raise ConfigError(f"homophily={homophily} needs num_classes >= 2 (one class makes every edge homophilous)")
-    feature_signal = _check_real(feature_signal, "feature_signal", 0.0)
-    feature_noise = _check_real(feature_noise, "feature_noise", 0.0)
+    feature_signal = _check_nonnegative(feature_signal, "feature_signal")
+    feature_noise = _check_nonnegative(feature_noise, "feature_noise")
     for value, name in ((train_per_class, "train_per_class"), (num_val, "num_val"), (num_test, "num_test")):
-        _check_int(value, name, 0)
-    if isinstance(seed, bool) or not isinstance(seed, Integral):
-        raise ConfigError(f"seed must be an integer, got {seed!r}")
+        check_int(value, name, 0)
+    check_int(seed, "seed")
 
     rng = np.random.default_rng(int(seed))
     y = rng.permutation(np.arange(n, dtype=np.int64) % num_classes)

@@ -1,5 +1,8 @@
 """What every embedding backend shares: id validation, the byte budget of a compression ratio.
 
+Scalar arguments are checked by :mod:`sgl._checks`; :func:`check_scalar` keeps the wording
+the embedding errors have always had where those checks word it differently.
+
 A backend is a :class:`torch.nn.Module` mapping global ids int64 ``[..., F]`` to
 ``[..., F, dim]`` floats, with :meth:`EmbeddingBackend.memory_bytes` (the exact bytes of its
 parameters plus any auxiliary state such as a sketch) and :meth:`EmbeddingBackend.after_backward`
@@ -9,18 +12,35 @@ such as CAFE update their sketch there, static tables do nothing).
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
 
+from sgl._checks import check_int, check_real
 from sgl.errors import EmbeddingError
 
-__all__ = ["EmbeddingBackend", "check_ratio", "budget_bytes", "copy_rows", "FLOAT_BYTES"]
+__all__ = ["EmbeddingBackend", "check_ratio", "check_scalar", "budget_bytes", "copy_rows", "FLOAT_BYTES"]
 
 #: bytes of one float32 parameter
 FLOAT_BYTES = 4
+
+
+def check_scalar(check: Callable[..., Any], value: Any, message: str, *args: Any,
+                 error: type = EmbeddingError, **options: Any) -> Any:
+    """``check(value, ...)`` of :mod:`sgl._checks` that raises ``error(message)`` on failure.
+
+    >>> check_scalar(check_int, 3, "k must be a whole number, got 3", 1)
+    3
+    >>> check_scalar(check_int, 0, "k must be a whole number >= 1, got 0", 1)
+    Traceback (most recent call last):
+    ...
+    sgl.errors.EmbeddingError: k must be a whole number >= 1, got 0
+    """
+    try:
+        return check(value, "value", *args, error=error, **options)
+    except error:
+        raise error(message) from None
 
 
 def check_ratio(ratio: object) -> float:
@@ -29,19 +49,12 @@ def check_ratio(ratio: object) -> float:
     >>> check_ratio(100)
     100.0
     """
-    if isinstance(ratio, bool) or not isinstance(ratio, Real) or not math.isfinite(float(ratio)) \
-            or float(ratio) <= 0:
-        raise EmbeddingError(f"compression ratio must be a positive finite number (e.g. 10 for 10x), got {ratio!r}")
+    check_scalar(check_real, ratio, f"compression ratio must be a positive finite number (e.g. 10 for 10x), "
+                 f"got {ratio!r}", 0.0, math.inf, open_low=True, open_high=True)
     if float(ratio) < 1:
         raise EmbeddingError(f"compression ratio {ratio!r} < 1 would use more memory than a full table; "
                              f"pass a ratio >= 1 (1 = full table)")
     return float(ratio)
-
-
-def check_size(value: object, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < minimum:
-        raise EmbeddingError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def budget_bytes(num_embeddings: int, dim: int, ratio: float) -> int:
@@ -52,8 +65,8 @@ def budget_bytes(num_embeddings: int, dim: int, ratio: float) -> int:
     >>> budget_bytes(1000, 16, 10)
     6400
     """
-    num_embeddings = check_size(num_embeddings, "num_embeddings")
-    dim = check_size(dim, "dim")
+    num_embeddings = check_int(num_embeddings, "num_embeddings", 1, error=EmbeddingError)
+    dim = check_int(dim, "dim", 1, error=EmbeddingError)
     rows = max(1, int(round(num_embeddings / check_ratio(ratio))))
     return rows * dim * FLOAT_BYTES
 
@@ -63,8 +76,8 @@ class EmbeddingBackend(nn.Module):
 
     def __init__(self, num_embeddings: int, dim: int) -> None:
         super().__init__()
-        self.num_embeddings = check_size(num_embeddings, "num_embeddings")
-        self.dim = check_size(dim, "dim")
+        self.num_embeddings = check_int(num_embeddings, "num_embeddings", 1, error=EmbeddingError)
+        self.dim = check_int(dim, "dim", 1, error=EmbeddingError)
 
     def check_ids(self, ids: torch.Tensor) -> torch.Tensor:
         """Raise :class:`EmbeddingError` on a non-integer tensor or ids outside ``[0, num_embeddings)``."""

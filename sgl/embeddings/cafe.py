@@ -43,7 +43,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from sgl.embeddings.base import FLOAT_BYTES, EmbeddingBackend, budget_bytes, check_size, copy_rows
+from sgl._checks import check_int, check_real
+from sgl.embeddings.base import FLOAT_BYTES, EmbeddingBackend, budget_bytes, check_scalar, copy_rows
 from sgl.embeddings.hotsketch import BUCKET_BYTES, HotSketch
 from sgl.embeddings.hotsketch_plus import HotSketchPlus
 from sgl.embeddings.tables import FieldLayout, _check_hashable, check_field_dims, field_rows, hash_ids
@@ -81,10 +82,10 @@ def split_budget(budget: int, dim: int, hash_rate: float, filter_fraction: float
     >>> split_budget(64_000, 16, 0.5)   # 1000 rows of 64 B at 10x of 10k ids
     (272, 272, 0, 507, 0)
     """
-    if not 0 < hash_rate < 1:
-        raise EmbeddingError(f"hash_rate must be in (0, 1), got {hash_rate!r}")
-    if not 0 <= medium_rate < 1:
-        raise EmbeddingError(f"medium_rate must be in [0, 1), got {medium_rate!r}")
+    check_scalar(check_real, hash_rate, f"hash_rate must be in (0, 1), got {hash_rate!r}", 0.0, 1.0,
+                 open_low=True, open_high=True)
+    check_scalar(check_real, medium_rate, f"medium_rate must be in [0, 1), got {medium_rate!r}", 0.0, 1.0,
+                 open_high=True)
     row = dim * FLOAT_BYTES
     per_hot = row + BUCKET_BYTES + _FREE_LIST_BYTES + BUCKET_BYTES * filter_fraction
     hot_max = int(budget * (1 - hash_rate) // per_hot)
@@ -167,9 +168,9 @@ class _SketchEmbedding(EmbeddingBackend):
         _check_hashable(self.num_embeddings)
         if self.num_embeddings > (1 << 32) - 1:
             raise EmbeddingError("CAFE keys are 4 bytes: num_embeddings must be < 2^32 - 1")
-        self.num_hot = check_size(num_hot, "num_hot")
-        self.hash_rows = check_size(hash_rows, "hash_rows")
-        self.medium_rows = check_size(medium_rows, "medium_rows", 0)
+        self.num_hot = check_int(num_hot, "num_hot", 1, error=EmbeddingError)
+        self.hash_rows = check_int(hash_rows, "hash_rows", 1, error=EmbeddingError)
+        self.medium_rows = check_int(medium_rows, "medium_rows", 0, error=EmbeddingError)
         self.medium_fraction = float(medium_fraction)
         self.use_frequency = bool(use_frequency)
         self.init_std = float(init_std)

@@ -30,13 +30,13 @@ Example:
 """
 from __future__ import annotations
 
-from numbers import Real
 from typing import Tuple
 
 import numba
 import numpy as np
 
-from sgl.embeddings.base import check_size
+from sgl._checks import check_int, check_real
+from sgl.embeddings.base import check_scalar
 from sgl.errors import EmbeddingError
 
 __all__ = ["HotSketch", "SLOTS", "BUCKET_BYTES", "EMPTY_KEY", "bucket_of"]
@@ -151,12 +151,6 @@ def check_keys(ids: np.ndarray) -> np.ndarray:
     return ids.astype(np.uint32)
 
 
-def _check_positive(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or not float(value) > 0:
-        raise EmbeddingError(f"{name} must be a positive number, got {value!r}")
-    return float(value)
-
-
 class HotSketch:
     """The CAFE HotSketch with ``num_hot`` hot ids (see the module docstring).
 
@@ -171,12 +165,12 @@ class HotSketch:
 
     def __init__(self, num_buckets: int, num_hot: int, threshold: float, decay_factor: float = 0.99,
                  decay_every: float = 10.0) -> None:
-        self.num_buckets = check_size(num_buckets, "num_buckets")
-        self.num_hot = check_size(num_hot, "num_hot", 0)
-        self.threshold = _check_positive(threshold, "threshold")
-        if isinstance(decay_factor, bool) or not isinstance(decay_factor, Real) or not 0 < decay_factor <= 1:
-            raise EmbeddingError(f"decay_factor must be in (0, 1], got {decay_factor!r}")
-        self.decay_factor = float(decay_factor)
+        self.num_buckets = check_int(num_buckets, "num_buckets", 1, error=EmbeddingError)
+        self.num_hot = check_int(num_hot, "num_hot", 0, error=EmbeddingError)
+        self.threshold = check_scalar(check_real, threshold, f"threshold must be a positive number, got {threshold!r}",
+                                      0.0, open_low=True)
+        self.decay_factor = check_scalar(check_real, decay_factor, f"decay_factor must be in (0, 1], got {decay_factor!r}",
+                                         0.0, 1.0, open_low=True)
         self.decay_every = float(decay_every)
         self.keys = np.full((self.num_buckets, SLOTS), EMPTY_KEY, dtype=np.uint32)
         self.scores = np.zeros((self.num_buckets, SLOTS), dtype=np.float32)
@@ -228,8 +222,7 @@ class HotSketch:
         """Multiply every score by ``factor`` (default ``decay_factor``); hot slots that fall
         below the threshold give their hot id back. Returns the demoted ``(keys, hot_ids)``."""
         factor = self.decay_factor if factor is None else float(factor)
-        if not 0 < factor <= 1:
-            raise EmbeddingError(f"decay factor must be in (0, 1], got {factor!r}")
+        check_scalar(check_real, factor, f"decay factor must be in (0, 1], got {factor!r}", 0.0, 1.0, open_low=True)
         self.scores *= np.float32(factor)
         self.inserted_since_decay = 0.0
         return self.release_below(self.threshold)

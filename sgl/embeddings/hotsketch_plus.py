@@ -28,13 +28,13 @@ Example:
 """
 from __future__ import annotations
 
-from numbers import Real
 from typing import Tuple
 
 import numba
 import numpy as np
 
-from sgl.embeddings.base import check_size
+from sgl._checks import check_int, check_real
+from sgl.embeddings.base import check_scalar
 from sgl.embeddings.hotsketch import BUCKET_BYTES, EMPTY_KEY, SLOTS, HotSketch, _bucket, _find, _place, check_keys
 from sgl.errors import EmbeddingError
 
@@ -109,11 +109,10 @@ class HotSketchPlus(HotSketch):
                  alpha: float = 1.0005, adjust_every: int = 10, promote_fraction: float = 0.2,
                  keep_fraction: float = 0.05, min_threshold: float = 1e-3) -> None:
         super().__init__(num_buckets, num_hot, threshold, decay_factor=1.0, decay_every=0.0)
-        self.num_filter_buckets = check_size(num_filter_buckets, "num_filter_buckets")
-        if isinstance(alpha, bool) or not isinstance(alpha, Real) or not 1.0 <= float(alpha) < 2.0:
-            raise EmbeddingError(f"alpha (global time decay per step) must be in [1, 2), got {alpha!r}")
-        self.alpha = float(alpha)
-        self.adjust_every = check_size(adjust_every, "adjust_every", 0)
+        self.num_filter_buckets = check_int(num_filter_buckets, "num_filter_buckets", 1, error=EmbeddingError)
+        self.alpha = check_scalar(check_real, alpha, f"alpha (global time decay per step) must be in [1, 2), got {alpha!r}",
+                                  1.0, 2.0, open_high=True)
+        self.adjust_every = check_int(adjust_every, "adjust_every", 0, error=EmbeddingError)
         self.promote_fraction = float(promote_fraction)
         self.keep_fraction = float(keep_fraction)
         self.min_threshold = float(min_threshold)

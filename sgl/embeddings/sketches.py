@@ -22,7 +22,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from sgl.embeddings.base import check_size
+from sgl._checks import check_int
 from sgl.errors import EmbeddingError
 
 __all__ = ["SpaceSaving", "CountMinTopK", "ENTRY_BYTES"]
@@ -68,7 +68,7 @@ class SpaceSaving:
     minimum and inherits its count."""
 
     def __init__(self, capacity: int) -> None:
-        self.capacity = check_size(capacity, "capacity")
+        self.capacity = check_int(capacity, "capacity", 1, error=EmbeddingError)
         self._heap = _Heap()
 
     @classmethod
@@ -100,9 +100,9 @@ class CountMinTopK:
     the largest estimates."""
 
     def __init__(self, width: int, depth: int, k: int, seed: int = 0) -> None:
-        self.width = check_size(width, "width")
-        self.depth = check_size(depth, "depth")
-        self.k = check_size(k, "k")
+        self.width = check_int(width, "width", 1, error=EmbeddingError)
+        self.depth = check_int(depth, "depth", 1, error=EmbeddingError)
+        self.k = check_int(k, "k", 1, error=EmbeddingError)
         self.table = np.zeros((self.depth, self.width), dtype=np.float32)
         rng = np.random.default_rng(seed)
         self._a = rng.integers(1, (1 << 31) - 1, size=self.depth, dtype=np.int64)

@@ -18,7 +18,8 @@ from typing import List, Sequence, Tuple
 import torch
 from torch import nn
 
-from sgl.embeddings.base import FLOAT_BYTES, EmbeddingBackend, budget_bytes, check_size
+from sgl._checks import check_int
+from sgl.embeddings.base import FLOAT_BYTES, EmbeddingBackend, budget_bytes
 from sgl.errors import EmbeddingError
 
 __all__ = ["FullEmbedding", "HashEmbedding", "FieldHashEmbedding", "QREmbedding", "hash_ids", "field_rows",
@@ -79,7 +80,7 @@ class HashEmbedding(EmbeddingBackend):
     def __init__(self, num_embeddings: int, dim: int, rows: int, init_std: float = 0.01, seed: int = 0) -> None:
         super().__init__(num_embeddings, dim)
         _check_hashable(self.num_embeddings)
-        self.rows = check_size(rows, "rows")
+        self.rows = check_int(rows, "rows", 1, error=EmbeddingError)
         self.seed = int(seed)
         self.init_std = float(init_std)
         self.weight = nn.Parameter(torch.empty(self.rows, self.dim))
@@ -134,8 +135,8 @@ class QREmbedding(EmbeddingBackend):
 
     def __init__(self, num_embeddings: int, dim: int, q: int, m: int, init_std: float = 0.01) -> None:
         super().__init__(num_embeddings, dim)
-        self.q = check_size(q, "q")
-        self.m = check_size(m, "m")
+        self.q = check_int(q, "q", 1, error=EmbeddingError)
+        self.m = check_int(m, "m", 1, error=EmbeddingError)
         self.init_std = float(init_std)
         self.quotient = nn.Parameter(torch.empty(self.q, self.dim))
         self.remainder = nn.Parameter(torch.empty(self.m, self.dim))
@@ -185,7 +186,7 @@ def field_rows(field_dims: Sequence[int], total_rows: int, ratio: float, exempt_
     >>> field_rows([1_000, 150, 10], 200, ratio=10, exempt_small=False)
     [172, 26, 2]
     """
-    dims = [check_size(d, "field_dims[i]") for d in field_dims]
+    dims = [check_int(d, "field_dims[i]", 1, error=EmbeddingError) for d in field_dims]
     total_rows = int(total_rows)
     if total_rows < len(dims):
         raise EmbeddingError(f"a budget of {total_rows} rows cannot give each of {len(dims)} fields a row")
@@ -226,8 +227,8 @@ class FieldLayout:
     """
 
     def __init__(self, field_dims: Sequence[int], rows: Sequence[int]) -> None:
-        self.field_dims = [check_size(d, "field_dims[i]") for d in field_dims]
-        self.rows = [check_size(r, "rows[i]") for r in rows]
+        self.field_dims = [check_int(d, "field_dims[i]", 1, error=EmbeddingError) for d in field_dims]
+        self.rows = [check_int(r, "rows[i]", 1, error=EmbeddingError) for r in rows]
         if len(self.rows) != len(self.field_dims):
             raise EmbeddingError(f"{len(self.field_dims)} fields but {len(self.rows)} row counts")
         self.id_offsets = torch.tensor([0] + self.field_dims, dtype=torch.int64).cumsum(0)
@@ -268,12 +269,12 @@ class FieldHashEmbedding(EmbeddingBackend):
     """
 
     def __init__(self, field_dims: Sequence[int], dim: int, rows: Sequence[int], init_std: float = 0.01) -> None:
-        field_dims = [check_size(d, "field_dims[i]") for d in field_dims]
+        field_dims = [check_int(d, "field_dims[i]", 1, error=EmbeddingError) for d in field_dims]
         super().__init__(sum(field_dims), dim)
         if len(rows) != len(field_dims):
             raise EmbeddingError(f"{len(field_dims)} fields but {len(rows)} row counts")
         self.field_dims = field_dims
-        self.rows = [check_size(r, "rows[i]") for r in rows]
+        self.rows = [check_int(r, "rows[i]", 1, error=EmbeddingError) for r in rows]
         self.init_std = float(init_std)
         self.register_buffer("_id_offsets", torch.tensor([0] + field_dims[:-1]).cumsum(0), persistent=False)
         self.register_buffer("_row_offsets", torch.tensor([0] + self.rows[:-1]).cumsum(0), persistent=False)

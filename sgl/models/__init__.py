@@ -1,4 +1,9 @@
-"""Models: scalable (SGAP) GNNs built on the precompute -> train -> postprocess split."""
+"""Models: scalable (SGAP) GNNs built on the precompute -> train -> postprocess split, and more.
+
+Besides the SGAP zoo (:data:`MODELS`): full-batch message-passing baselines, self-supervised
+models (:mod:`sgl.models.ssl`), structure learners (:mod:`sgl.models.gsl`) and CTR models.
+Models never train themselves: every training loop is in :mod:`sgl.tasks`.
+"""
 from __future__ import annotations
 
 from typing import Any, Dict, Tuple, Type
@@ -9,19 +14,21 @@ from sgl.models.base import SGAPConfig, SGAPModel
 from sgl.models.ctr import CTR_MODELS, DCN, DLRM, WDL, CTRModelConfig, DeepFM, build_ctr_model
 from sgl.models.features import FullGraphInput, NodeFeatures
 from sgl.models.gamlp import GAMLP, GAMLPConfig
-from sgl.models.gcmae import GCMAE, GCMAEConfig, gcmae_config, grace_config, graphmae_config
 from sgl.models.gbp import GBP, GBPConfig
+from sgl.models.gsl import (
+    RWGSL, STRUCTURE_LEARNERS, KNNGraph, KNNGraphConfig, NoStructureLearning, RWGSLConfig, structure_learner,
+)
 from sgl.models.message_passing import GAT, GCN, MESSAGE_PASSING_MODELS, GATConfig, GCNConfig, GraphSAGE, SAGEConfig
 from sgl.models.mlp import MLP, ResMLP
 from sgl.models.nafs import NAFS, NAFSConfig
-from sgl.models.rwgsl import (
-    RWGSL, STRUCTURE_LEARNERS, KNNGraph, KNNGraphConfig, NoStructureLearning, RWGSLConfig, structure_learner,
-)
 from sgl.models.pasca import PaSCaV1, PaSCaV1Config, PaSCaV2, PaSCaV2Config, PaSCaV3, PaSCaV3Config
 from sgl.models.s2gc import S2GC, S2GCConfig
 from sgl.models.sgc import SGC, SGCConfig
 from sgl.models.sign import SIGN, SIGNConfig
-from sgl.models.ssl_baselines import DGI, GAE, SSL_MODELS, DGIConfig, GAEConfig, build_ssl_model, ssl_model_config
+from sgl.models.ssl import (
+    DGI, GAE, GCMAE, SSL_MODELS, DGIConfig, GAEConfig, GCMAEConfig, build_ssl_model, gcmae_config, grace_config,
+    graphmae_config, ssl_model_config,
+)
 
 __all__ = [
     "SGAPModel", "SGAPConfig", "NodeFeatures", "FullGraphInput", "MLP", "ResMLP",

@@ -1,17 +1,18 @@
 """APPNP, decoupled: K steps of personalised-PageRank propagation precomputed, then an MLP."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict
+from dataclasses import dataclass
+from typing import List
 
 from sgl.errors import ConfigError
-from sgl.models.base import SGAPConfig, SGAPModel
+from sgl.models.base import SGAPModel
+from sgl.models.weighted_hops import WeightedHopsConfig
 
 __all__ = ["APPNP", "APPNPConfig"]
 
 
 @dataclass
-class APPNPConfig(SGAPConfig):
+class APPNPConfig(WeightedHopsConfig):
     r"""K steps of :math:`Z \leftarrow (1-\alpha)\hat A Z + \alpha X` (Klicpera et al. 2019).
 
     Unrolled, :math:`Z_K = \sum_{k<K}\alpha(1-\alpha)^k\hat A^kX + (1-\alpha)^K\hat A^KX`: a
@@ -20,21 +21,13 @@ class APPNPConfig(SGAPConfig):
     scalable "propagate-then-predict" form of APPNP.
     """
 
-    k: int = 10
     alpha: float = 0.1
-    message: str = "weighted"
-    num_layers: int = 2
-    hidden: int = 64
-    dropout: float = 0.5
-    message_options: Dict[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def hop_weights(self) -> List[float]:
         if not 0.0 < self.alpha <= 1.0 or self.k < 1:
             raise ConfigError(f"APPNP needs k >= 1 and alpha in (0, 1], got k={self.k}, alpha={self.alpha}")
         a = self.alpha
-        weights = [a * (1.0 - a) ** step for step in range(self.k)] + [(1.0 - a) ** self.k]
-        self.message_options = {**self.message_options, "weights": weights}
+        return [a * (1.0 - a) ** step for step in range(self.k)] + [(1.0 - a) ** self.k]
 
 
 class APPNP(SGAPModel):

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Protocol, Union, runtime_checkable
 
 import torch
 from torch import nn
@@ -38,7 +38,36 @@ from sgl.models.mlp import build_base_model
 from sgl.ops import get_operator, propagate_hops, row_normalize
 from sgl.ops.message_ops import get_message_op
 
-__all__ = ["SGAPConfig", "SGAPModel"]
+__all__ = ["ScalableModel", "SGAPConfig", "SGAPModel"]
+
+
+@runtime_checkable
+class ScalableModel(Protocol):
+    """What :class:`sgl.tasks.Trainer` needs of a model: the SGAP split as a declared interface.
+
+    * ``precompute(graph, x=None, **options)`` -- parameter-free input preparation (propagated
+      hops, a full-graph input, raw features); the trainer indexes its result by node.
+    * ``forward(batch)`` -- logits of the rows in ``batch``.
+    * ``postprocess(graph, logits)`` -- parameter-free post-processing of the logits of *every*
+      node (identity for models without a post-propagation stage).
+    * ``full_batch`` -- ``True`` when ``precompute`` returns one full-graph input and
+      ``forward`` sees the whole graph (message-passing GNNs); the trainer then predicts per
+      split instead of running ``postprocess`` over all nodes.
+
+    Every zoo model implements it:
+
+    >>> from sgl.models import SGC, GCN
+    >>> isinstance(SGC(4, 2), ScalableModel), GCN.full_batch
+    (True, True)
+    """
+
+    full_batch: bool
+
+    def precompute(self, graph: Any, x: Optional[torch.Tensor] = None, **options: Any) -> Any: ...
+
+    def forward(self, batch: Any) -> torch.Tensor: ...
+
+    def postprocess(self, graph: Any, logits: torch.Tensor) -> torch.Tensor: ...
 
 
 @dataclass
@@ -114,6 +143,7 @@ class SGAPModel(nn.Module):
     #: training defaults (fields of :class:`sgl.tasks.TrainConfig`) for this model family
     default_train_config: Dict[str, Any] = {}
     config_class = SGAPConfig
+    full_batch = False
 
     def __init__(self, in_features: int, num_classes: int, config: Optional[SGAPConfig] = None) -> None:
         super().__init__()

@@ -114,6 +114,7 @@ class GAMLP(nn.Module):
     """
 
     config_class = GAMLPConfig
+    full_batch = False
     default_train_config = {"lr": 0.01, "weight_decay": 5e-4, "epochs": 200, "patience": 50}
 
     def __init__(self, in_features: int, num_classes: int, config: Optional[GAMLPConfig] = None) -> None:

@@ -26,7 +26,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from numbers import Integral, Real
+from numbers import Integral
 from typing import Any, Dict, Optional, Tuple, Type
 
 import torch
@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
+from sgl._checks import check_bool, check_int, check_probability, check_real
 from sgl.errors import ConfigError, FeatureError
 from sgl.models.features import FullGraphInput
 from sgl.ops import row_normalize
@@ -50,28 +51,12 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------- validation
-def _check_int(value: Any, name: str, model: str, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
-        raise ConfigError(f"{model} {name} must be an integer >= {minimum}, got {value!r}")
-
-
-def _check_probability(value: Any, name: str, model: str) -> None:
-    # p = 1 would zero every activation during training, so the interval is half-open
-    if isinstance(value, bool) or not isinstance(value, Real) or not 0.0 <= float(value) < 1.0:
-        raise ConfigError(f"{model} {name} must be a probability in [0, 1), got {value!r}")
-
-
-def _check_bool(value: Any, name: str, model: str) -> None:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{model} {name} must be True or False, got {value!r}")
-
-
 def _check_common(config: Any, model: str) -> None:
-    _check_int(config.hidden, "hidden", model, 1)
-    _check_int(config.num_layers, "num_layers", model, 1)
-    _check_probability(config.dropout, "dropout", model)
-    _check_bool(config.bias, "bias", model)
-    _check_bool(config.normalize_features, "normalize_features", model)
+    check_int(config.hidden, f"{model} hidden", 1)
+    check_int(config.num_layers, f"{model} num_layers", 1)
+    check_probability(config.dropout, f"{model} dropout")
+    check_bool(config.bias, f"{model} bias")
+    check_bool(config.normalize_features, f"{model} normalize_features")
 
 
 # ---------------------------------------------------------------------------- configs
@@ -134,12 +119,10 @@ class GATConfig:
 
     def __post_init__(self) -> None:
         _check_common(self, "GAT")
-        _check_int(self.heads, "heads", "GAT", 1)
-        _check_int(self.out_heads, "out_heads", "GAT", 1)
-        _check_probability(self.attention_dropout, "attention_dropout", "GAT")
-        if isinstance(self.negative_slope, bool) or not isinstance(self.negative_slope, Real) \
-                or self.negative_slope < 0:
-            raise ConfigError(f"GAT negative_slope must be a number >= 0, got {self.negative_slope!r}")
+        check_int(self.heads, "GAT heads", 1)
+        check_int(self.out_heads, "GAT out_heads", 1)
+        check_probability(self.attention_dropout, "GAT attention_dropout")
+        check_real(self.negative_slope, "GAT negative_slope", 0)
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)

@@ -1,4 +1,7 @@
-"""Graph operators and multi-hop propagation (the precompute stage of SGAP models)."""
+"""Graph operators, multi-hop propagation and message operators (the precompute stage of SGAP models).
+
+Message operators live in :mod:`sgl.ops.message`; :mod:`sgl.ops.message_ops` is their old path.
+"""
 from sgl.ops.graph_ops import (
     OPERATORS,
     GraphOperator,
@@ -12,7 +15,26 @@ from sgl.ops.graph_ops import (
     spmm,
 )
 from sgl.ops.propagate import DEFAULT_CHUNK_BYTES, propagate_hops, propagation_cache_key
-from sgl.ops.message_ops import *  # noqa: F401,F403 -- message operators, names in message_ops.__all__
+from sgl.ops.message import (
+    MESSAGE_OPERATORS,
+    ConcatHops,
+    GatedHops,
+    JKAttention,
+    LastHop,
+    LearnableWeightedHops,
+    MaxHops,
+    MeanHops,
+    MessageOperator,
+    MinHops,
+    NodeAdaptiveSmoothing,
+    ProjectedConcat,
+    RecursiveAttention,
+    SumHops,
+    WeightedHops,
+    get_message_op,
+    stationary_features,
+)
+from sgl.ops.message import __all__ as _message_all
 
 __all__ = [
     "GraphOperator",
@@ -29,4 +51,4 @@ __all__ = [
     "propagation_cache_key",
     "DEFAULT_CHUNK_BYTES",
 ]
-__all__ += message_ops.__all__  # noqa: F405 -- the submodule is bound by the import above
+__all__ += _message_all

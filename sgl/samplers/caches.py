@@ -11,6 +11,8 @@
 
 Every cache reports ``nbytes`` (values plus index structures) so the budget can be checked
 at run time; every feature cache reads its misses through the store's counted I/O layer.
+Budgets are read by :func:`sgl._checks.parse_bytes` (re-exported here): ``"512MB"`` is 512·10^6
+bytes, ``"512MiB"`` 512·2^20.
 
 Example:
     >>> import numpy as np, torch
@@ -29,43 +31,23 @@ Example:
 from __future__ import annotations
 
 import abc
-import re
 from typing import Any, Dict, Optional, Sequence, Union
 
 import numpy as np
 import torch
 
+from sgl._checks import parse_bytes
 from sgl.errors import ConfigError
 
 __all__ = ["parse_bytes", "MemoryBudget", "NoFeatureCache", "LRUFeatureCache", "StaticFeatureCache",
            "BeladyFeatureCache", "HistoricalEmbeddingCache"]
-
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "k": 10**3, "m": 10**6, "g": 10**9}
-
-
-def parse_bytes(value: Union[str, int, float]) -> int:
-    """``"512MB"`` -> 512,000,000; ``"1GiB"`` -> 2^30; plain numbers are bytes."""
-    if isinstance(value, bool):
-        raise ConfigError(f"a memory budget must be a size like 512MB, got {value!r}")
-    if isinstance(value, (int, float)):
-        number, unit = float(value), ""
-    else:
-        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(value))
-        if not match or match.group(2).lower() not in _UNITS:
-            raise ConfigError(f"cannot read memory size {value!r}; use e.g. 512MB, 2GB, 256MiB or a byte count")
-        number, unit = float(match.group(1)), match.group(2).lower()
-    size = int(number * _UNITS[unit])
-    if size <= 0:
-        raise ConfigError(f"a memory budget must be positive, got {value!r}")
-    return size
 
 
 class MemoryBudget:
     """A byte cap shared by every cache and the per-batch working set; :meth:`check` enforces it."""
 
     def __init__(self, total: Union[str, int]) -> None:
-        self.total = parse_bytes(total)
+        self.total = parse_bytes(total, "a memory budget")
         self.parts: Dict[str, Any] = {}
         self.peak = 0
 

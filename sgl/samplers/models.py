@@ -59,6 +59,8 @@ class SampledGNN(nn.Module):
     #: GraphSAGE-style mini-batch defaults on Cora (Adam, 0.01, 5e-4 as the GCN paper)
     default_train_config: Dict[str, Any] = {"lr": 0.01, "weight_decay": 5e-4, "epochs": 100, "batch_size": 64,
                                             "patience": 50}
+    #: the :class:`~sgl.models.base.ScalableModel` protocol: mini-batches of sampled blocks
+    full_batch = False
 
     def __init__(self, in_features: int, num_classes: int, hidden: int = 64, num_layers: int = 2,
                  dropout: float = 0.5, conv: str = "sage", normalize_features: bool = True) -> None:
@@ -99,6 +101,10 @@ class SampledGNN(nn.Module):
             shape = None if x is None else tuple(x.shape)
             raise FeatureError(f"SampledGNN needs features [{graph.num_nodes}, {self.in_features}], got {shape}")
         return self.transform_features(x)
+
+    def postprocess(self, graph: Any, logits: torch.Tensor) -> torch.Tensor:
+        """Identity: sampled GNNs have no post-propagation stage."""
+        return logits
 
     def transform_features(self, x: torch.Tensor) -> torch.Tensor:
         x = x.float()

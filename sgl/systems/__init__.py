@@ -1,16 +1,37 @@
 """LLM/MoE systems on SGL's device and communication layer (no graph code).
 
-* :mod:`sgl.systems.plan` -- Galvatron / Galvatron-BMW / OSDP hybrid-parallel plan search:
-  strategy space, cost model over Galvatron-format profiles, vectorised layer-wise DP,
-  Galvatron JSON plans.
-* :mod:`sgl.systems.executor` -- runs a plan on a small Transformer with DDP, FSDP2, DTensor
-  tensor parallelism and a 1F1B pipeline over :mod:`sgl.comm`.
-* :mod:`sgl.systems.profiler` -- measures a model and the local links into profile JSON.
+Rooms (DESIGN.md "Layout"):
+
+* :mod:`sgl.systems.parallel` -- Galvatron / Galvatron-BMW / OSDP hybrid-parallel plan search:
+  strategy space, cost model over Galvatron-format profiles (the shipped A100 files live in
+  ``sgl/systems/profiles/``), vectorised layer-wise DP, stage partitions, Galvatron JSON plans.
+* :mod:`sgl.systems.runtime` -- runs a plan on a small Transformer with DDP, FSDP2, DTensor
+  tensor parallelism and a 1F1B pipeline over :mod:`sgl.comm`, and measures a model and the
+  local links into profile JSON (the profiler).
+* ``moe/``, ``seq/``, ``data/``, ``memory/``, ``serving/`` arrive with their issues.
+
+Old names kept for compatibility: :mod:`sgl.systems.plan` (= ``parallel``, with ``SearchConfig`` /
+``SearchResult``), :mod:`sgl.systems.executor` (with ``build_model``) and :mod:`sgl.systems.profiler`.
+
+``parallel`` and ``plan`` load with the package (numpy only); ``runtime`` imports torch and
+loads on first use, so ``import sgl.systems`` stays light.
 
 >>> import sgl.systems
->>> "plan" in sgl.systems.__all__
+>>> "plan" in sgl.systems.__all__ and "parallel" in sgl.systems.__all__ and "runtime" in sgl.systems.__all__
 True
+>>> sgl.systems.runtime.TinyLM.__name__
+'TinyLM'
 """
-from sgl.systems import plan
+from sgl.systems import parallel, plan
 
-__all__ = ["plan"]
+__all__ = ["parallel", "plan", "runtime"]
+
+
+def __getattr__(name):
+    if name == "runtime":
+        import importlib
+
+        module = importlib.import_module("sgl.systems.runtime")
+        globals()["runtime"] = module
+        return module
+    raise AttributeError(f"module 'sgl.systems' has no attribute {name!r}")

@@ -4,10 +4,10 @@ from sgl.tasks.node_classification import (
     Distillation,
     TrainConfig,
     Trainer,
-    run_node_classification,
     seed_everything,
     summarize,
 )
+from sgl.tasks.node_runs import run_node_classification
 from sgl.tasks.rlu import RLUConfig, train_rlu
 from sgl.tasks.clustering import cluster_metrics, clustering_accuracy, kmeans, run_clustering
 from sgl.tasks.graph_classification import batch_graphs, evaluate_graph_embeddings, pool, run_graph_classification

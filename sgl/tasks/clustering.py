@@ -11,7 +11,6 @@ Example:
 """
 from __future__ import annotations
 
-import argparse
 import time
 from typing import Any, Callable, Dict, List, Sequence
 
@@ -19,8 +18,10 @@ import numpy as np
 import torch
 
 from sgl.errors import ConfigError, FeatureError
+from sgl.tasks.ssl_pretraining import pretrain
+from sgl.tasks.stats import summarize  # noqa: F401 -- one summary for every task
 
-__all__ = ["clustering_accuracy", "cluster_metrics", "kmeans", "run_clustering", "add_train_arguments", "cli_train"]
+__all__ = ["clustering_accuracy", "cluster_metrics", "kmeans", "run_clustering"]
 
 
 def _labels(values: Any, name: str) -> np.ndarray:
@@ -73,12 +74,6 @@ def kmeans(embeddings: torch.Tensor, num_clusters: int, seed: int = 0, n_init: i
     return torch.from_numpy(model.fit_predict(z).astype(np.int64))
 
 
-def summarize(values: Sequence[float]) -> Dict[str, float]:
-    from sgl.tasks.node_classification import summarize as _summarize
-
-    return _summarize(values)
-
-
 def run_clustering(model_factory: Callable[[], Any], graph: Any, seeds: Sequence[int] = (0,),
                    n_init: int = 10, progress: bool = False) -> Dict[str, Any]:
     """Pre-train one fresh self-supervised model per seed, k-means its embeddings with
@@ -93,7 +88,7 @@ def run_clustering(model_factory: Callable[[], Any], graph: Any, seeds: Sequence
     for seed in seeds:
         model = model_factory()
         start = time.perf_counter()
-        model.fit(graph, seed=seed, progress=progress)
+        pretrain(model, graph, seed=seed, progress=progress)
         fit_time = time.perf_counter() - start
         emb = model.embed(graph)[labeled]
         pred = kmeans(emb, graph.num_classes, seed=seed, n_init=n_init)
@@ -102,31 +97,3 @@ def run_clustering(model_factory: Callable[[], Any], graph: Any, seeds: Sequence
     for key in ("nmi", "ari", "acc"):
         record[key] = summarize([r[key] for r in runs])
     return record
-
-
-# ---------------------------------------------------------------------------- CLI plug-in
-def add_train_arguments(group: argparse._ArgumentGroup) -> None:
-    group.add_argument("--cluster-n-init", type=int, help="k-means restarts (default 10)")
-
-
-def cli_train(args: argparse.Namespace) -> int:
-    """``sgl train --task cluster --model gcmae --dataset cora --root DIR``."""
-    import sgl.datasets
-    from sgl.tasks.ssl_common import fmt_stat, seeds_from_args, ssl_args_config, ssl_factory, write_record
-
-    name = args.model or "gcmae"
-    dataset = args.dataset or "cora"
-    n_init = args.cluster_n_init if args.cluster_n_init is not None else 10
-    if n_init < 1:
-        raise ConfigError(f"--cluster-n-init must be >= 1, got {n_init}")
-    graph = sgl.datasets.load(dataset, root=args.root)
-    if not hasattr(graph, "num_nodes"):
-        raise ConfigError(f"dataset {dataset!r} is a graph collection; node clustering needs one graph")
-    factory = ssl_factory(name, graph.num_features, ssl_args_config(args))
-    seeds = seeds_from_args(args, 5)
-    print(f"dataset: {dataset} ({graph.num_nodes:,} nodes, {graph.num_classes} classes); model: {factory()!r}")
-    record = run_clustering(factory, graph, seeds, n_init=n_init, progress=not args.no_progress)
-    for key in ("nmi", "ari", "acc"):
-        print(f"clustering {key}: {fmt_stat(record[key], len(seeds))}")
-    write_record(args.out, {"task": "cluster", "model": name, "dataset": dataset, **record})
-    return 0

@@ -1,4 +1,4 @@
-"""CTR training: mini-batch BCE training of a CTR model, AUC and log-loss, the ``sgl train --task ctr`` CLI.
+"""CTR training: mini-batch BCE training of a CTR model, AUC and log-loss.
 
 :func:`train_ctr` trains one model (Adam, shuffled mini-batches, model selection on the
 validation AUC) and evaluates the best epoch on the test split. Between ``backward()`` and
@@ -24,11 +24,8 @@ Example:
 """
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import time
-from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -36,10 +33,10 @@ import torch
 import torch.nn.functional as F
 
 from sgl.errors import ConfigError
-from sgl.options import key_values, read_config
+from sgl.tasks.config import TrainConfig
 
 __all__ = ["roc_auc", "log_loss", "CTRTrainConfig", "train_ctr", "evaluate_ctr", "run_ctr", "mapped_batches",
-           "add_train_arguments", "cli_train"]
+           "CTR_TRAIN_DEFAULTS"]
 
 
 def roc_auc(scores: Any, labels: Any) -> float:
@@ -73,32 +70,44 @@ def log_loss(probs: Any, labels: Any, eps: float = 1e-7) -> float:
     return float(-(y * np.log(p) + (1 - y) * np.log(1 - p)).mean())
 
 
-@dataclass
+#: CTR training defaults (fields of :class:`~sgl.tasks.TrainConfig`): Adam at 1e-3, 3 epochs of 1024 rows
+CTR_TRAIN_DEFAULTS: Dict[str, Any] = {"lr": 1e-3, "weight_decay": 0.0, "epochs": 3, "batch_size": 1024}
+
+
 class CTRTrainConfig:
-    """Optimisation settings for CTR models (Adam on every parameter)."""
+    """Optimisation settings for CTR models: a :class:`~sgl.tasks.TrainConfig` (with
+    :data:`CTR_TRAIN_DEFAULTS`) plus ``block_rows``, the rows read at once from a memory-mapped store.
 
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    epochs: int = 3
-    batch_size: int = 1024
-    eval_batch_size: int = 65536
-    patience: Optional[int] = None
-    device: Optional[str] = None
-    progress: bool = True
-    block_rows: int = 1 << 18
+    Either pass ``train=TrainConfig(...)`` or its fields as keywords; the fields read through:
 
-    def __post_init__(self) -> None:
-        if not self.lr > 0 or self.weight_decay < 0:
-            raise ConfigError(f"need lr > 0 and weight_decay >= 0, got lr={self.lr}, weight_decay={self.weight_decay}")
+    >>> cfg = CTRTrainConfig(epochs=2, lr=0.01)
+    >>> cfg.epochs, cfg.batch_size, cfg.train.lr, cfg.block_rows == 1 << 18
+    (2, 1024, 0.01, True)
+    """
+
+    def __init__(self, train: Optional[TrainConfig] = None, block_rows: int = 1 << 18, **train_fields: Any) -> None:
+        if train is not None and train_fields:
+            raise ConfigError(f"pass train=TrainConfig(...) or its fields {sorted(train_fields)}, not both")
+        self.train = train if train is not None else TrainConfig(**{**CTR_TRAIN_DEFAULTS, **train_fields})
+        self.block_rows = block_rows
         for name in ("epochs", "batch_size", "eval_batch_size", "block_rows"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        if self.patience is not None and (not isinstance(self.patience, int) or self.patience < 1):
-            raise ConfigError(f"patience must be a positive integer or None, got {self.patience!r}")
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "train" and "train" in self.__dict__ and name in TrainConfig.__dataclass_fields__:
+            return getattr(self.__dict__["train"], name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, CTRTrainConfig) and (self.train, self.block_rows) == (other.train, other.block_rows)
+
+    def __repr__(self) -> str:
+        return f"CTRTrainConfig(train={self.train!r}, block_rows={self.block_rows})"
 
     def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
+        return {**self.train.to_dict(), "block_rows": self.block_rows}
 
 
 def _tensors(data: Any, device: torch.device):
@@ -253,7 +262,7 @@ def _restore_sketch(embedding: Any, sketch: Any) -> None:
 def run_ctr(model_factory: Callable[[int], torch.nn.Module], train: Any, val: Any, test: Any,
             seeds: Sequence[int] = (0,), config: Optional[CTRTrainConfig] = None) -> Dict[str, Any]:
     """One fresh model per seed (``model_factory(seed)``, built after seeding); mean ± std of each metric."""
-    from sgl.tasks.node_classification import seed_everything, summarize
+    from sgl.tasks.stats import seed_everything, summarize
 
     seeds = list(seeds)
     if not seeds:
@@ -267,115 +276,3 @@ def run_ctr(model_factory: Callable[[int], torch.nn.Module], train: Any, val: An
         record[key] = summarize([r[key] for r in runs])
     record["embedding_bytes"] = runs[0]["embedding_bytes"]
     return record
-
-
-# --------------------------------------------------------------------------- command line
-
-
-def add_train_arguments(group: argparse._ArgumentGroup) -> None:
-    """Flags only ``--task ctr`` reads (the shared ones — --model, --dataset, --lr... — exist already)."""
-    group.add_argument("--ctr-embedding", help="embedding backend: full (default), hash, qr, cafe, cafe+")
-    group.add_argument("--ctr-compression", type=float, help="compression ratio of the backend (default 1; e.g. 100)")
-    group.add_argument("--ctr-embed-dim", type=int, help="embedding width (default 16)")
-    group.add_argument("--ctr-embedding-option", action="append", metavar="KEY=VALUE",
-                       help="embedding backend option, e.g. threshold=50 or hash_rate=0.3")
-    group.add_argument("--ctr-split", help="train,val,test fractions (default 0.8,0.1,0.1)")
-
-
-_DEFAULTS: Dict[str, Any] = {"model": "deepfm", "dataset": "synthetic-ctr", "root": None, "seeds": 3,
-                             "embedding": "full", "compression": 1.0, "embed_dim": 16, "embedding_options": {},
-                             "model_config": {}, "dataset_options": {}, "train": {}, "split": [0.8, 0.1, 0.1]}
-
-
-def _config(args: argparse.Namespace) -> Dict[str, Any]:
-    config = json.loads(json.dumps(_DEFAULTS))
-    if getattr(args, "config", None):
-        loaded = read_config(args.config)
-        if not isinstance(loaded, dict) or set(loaded) - set(config):
-            raise ConfigError(f"config {args.config} must be a mapping with keys from {sorted(config)}")
-        config.update(loaded)
-    for key in ("model", "dataset", "root", "seeds"):
-        if getattr(args, key, None) is not None:
-            config[key] = getattr(args, key)
-    for key, flag in (("embedding", "ctr_embedding"), ("compression", "ctr_compression"),
-                      ("embed_dim", "ctr_embed_dim")):
-        if getattr(args, flag, None) is not None:
-            config[key] = getattr(args, flag)
-    config["embedding_options"].update(key_values(getattr(args, "ctr_embedding_option", None),
-                                                   "--ctr-embedding-option"))
-    config["model_config"].update(key_values(getattr(args, "model_option", None), "--model-option"))
-    if getattr(args, "hidden", None) is not None:
-        config["model_config"]["hidden"] = [args.hidden, args.hidden]
-    if getattr(args, "dropout", None) is not None:
-        config["model_config"]["dropout"] = args.dropout
-    config["dataset_options"].update(key_values(getattr(args, "dataset_option", None), "--dataset-option"))
-    for key in ("lr", "weight_decay", "epochs", "batch_size", "patience", "device"):
-        if getattr(args, key, None) is not None:
-            config["train"][key] = getattr(args, key)
-    if getattr(args, "ctr_split", None):
-        try:
-            config["split"] = [float(x) for x in args.ctr_split.split(",")]
-        except ValueError as exc:
-            raise ConfigError(f"--ctr-split expects three comma-separated fractions, got {args.ctr_split!r}") from exc
-    if isinstance(config["seeds"], int):
-        if config["seeds"] < 1:
-            raise ConfigError(f"--seeds must be at least 1, got {config['seeds']}")
-        config["seeds"] = list(range(config["seeds"]))
-    return config
-
-
-def cli_train(args: argparse.Namespace) -> int:
-    """``sgl train --task ctr``: load a CTR dataset, split it, train over seeds, print AUC and log-loss."""
-    import sgl.datasets
-    from sgl.embeddings import build_embedding
-    from sgl.fileio import atomic_write
-    from sgl.models.ctr import build_ctr_model, ctr_model_config
-
-    config = _config(args)
-    task = sgl.datasets.dataset_task(config["dataset"])
-    if task is not None and task != "ctr":
-        ctr_names = sorted(name.lower() for name, _, t in sgl.datasets.list_datasets() if t == "ctr")
-        raise ConfigError(f"dataset {config['dataset']!r} is a {task} dataset; --task ctr needs one of "
-                          f"{', '.join(ctr_names)}")
-    data = sgl.datasets.load(config["dataset"], root=config["root"], **config["dataset_options"])
-    if not all(hasattr(data, a) for a in ("global_ids", "field_dims", "split")):  # duck-typed: CTRData
-        raise ConfigError(f"dataset {config['dataset']!r} did not load as CTR data")
-    model_cfg = ctr_model_config(**config["model_config"])
-    try:
-        train_cfg = CTRTrainConfig(**{**config["train"], "progress": not getattr(args, "no_progress", False)})
-    except TypeError as exc:
-        raise ConfigError(f"bad training option: {exc}") from exc
-    train, val, test = data.split(tuple(config["split"]), seed=0)
-    print(f"dataset: {config['dataset']} ({len(data):,} rows, {data.num_fields} fields, {data.num_dense} dense, "
-          f"{data.num_embeddings:,} ids, CTR {data.labels.mean():.3f}, split {len(train)}/{len(val)}/{len(test)})")
-
-    def factory(seed: int) -> torch.nn.Module:
-        options = dict(config["embedding_options"])
-        if config["embedding"] in ("hash", "cafe", "cafe+"):
-            options.setdefault("seed", seed)
-        if config["embedding"] == "hash-field" or options.get("cold") == "field":
-            options.setdefault("field_dims", list(data.field_dims))   # per-field layouts need the field sizes
-        embedding = build_embedding(config["embedding"], data.num_embeddings, config["embed_dim"],
-                                    ratio=config["compression"], **options)
-        return build_ctr_model(config["model"], embedding, data.num_fields, config["embed_dim"], data.num_dense,
-                               model_cfg)
-
-    print(f"model: {config['model']} over {factory(0).embedding!r}")
-    record = run_ctr(factory, train, val, test, config["seeds"], train_cfg)
-    n = len(config["seeds"])
-    record = {"config": {**config, "model_config": model_cfg.to_dict(),
-                         "train": {k: v for k, v in train_cfg.to_dict().items() if k != "progress"}}, **record}
-
-    def fmt(stat: Dict[str, float]) -> str:
-        return f"{stat['mean']:.4f} ± {stat['std']:.4f} ({n} seed{'s' if n != 1 else ''})"
-
-    print(f"test AUC: {fmt(record['test_auc'])}")
-    print(f"test log-loss: {fmt(record['test_logloss'])}")
-    print(f"validation AUC: {fmt(record['val_auc'])}")
-    print(f"embedding memory: {record['embedding_bytes']:,} bytes; training {record['train_time_s']['mean']:.2f} s "
-          f"per seed")
-    if getattr(args, "out", None):
-        with atomic_write(args.out, "w") as handle:
-            json.dump(record, handle, indent=2)
-        print(f"record: {args.out}")
-    return 0

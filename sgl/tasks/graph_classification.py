@@ -19,7 +19,6 @@ Example:
 """
 from __future__ import annotations
 
-import argparse
 import time
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
@@ -28,9 +27,9 @@ import torch
 
 from sgl.data import Graph
 from sgl.errors import ConfigError, DatasetError, FeatureError
+from sgl.tasks.ssl_pretraining import pretrain
 
-__all__ = ["batch_graphs", "pool", "evaluate_graph_embeddings", "run_graph_classification",
-           "add_train_arguments", "cli_train"]
+__all__ = ["batch_graphs", "pool", "evaluate_graph_embeddings", "run_graph_classification"]
 
 
 def batch_graphs(dataset: Sequence[Graph]) -> Tuple[Graph, torch.Tensor]:
@@ -104,7 +103,7 @@ def run_graph_classification(model_factory: Callable[[], Any], dataset: Any, see
                              folds: int = 10, pooling: str = "mean", classifier: str = "svm",
                              progress: bool = False) -> Dict[str, Any]:
     """Per seed: pre-train a fresh model on the union graph, pool, ``folds``-fold accuracy."""
-    from sgl.tasks.node_classification import summarize
+    from sgl.tasks.stats import summarize
 
     seeds = list(seeds)
     if not seeds:
@@ -117,7 +116,7 @@ def run_graph_classification(model_factory: Callable[[], Any], dataset: Any, see
     for seed in seeds:
         model = model_factory()
         start = time.perf_counter()
-        model.fit(union, seed=seed, progress=progress)
+        pretrain(model, union, seed=seed, progress=progress)
         fit_time = time.perf_counter() - start
         pooled = pool(model.embed(union), graph_id, len(dataset), pooling)
         result = evaluate_graph_embeddings(pooled, labels, folds, seed=seed, classifier=classifier)
@@ -125,33 +124,3 @@ def run_graph_classification(model_factory: Callable[[], Any], dataset: Any, see
     record: Dict[str, Any] = {"seeds": seeds, "runs": runs, "acc": summarize([r["acc"] for r in runs]),
                               "fold_std": float(np.mean([r["std"] for r in runs]))}
     return record
-
-
-# ---------------------------------------------------------------------------- CLI plug-in
-def add_train_arguments(group: argparse._ArgumentGroup) -> None:
-    group.add_argument("--graph-folds", type=int, help="cross-validation folds (default 10)")
-    group.add_argument("--graph-pooling", choices=("mean", "sum", "max"), help="readout (default mean)")
-    group.add_argument("--graph-classifier", choices=("svm", "logreg"), help="classifier (default svm)")
-
-
-def cli_train(args: argparse.Namespace) -> int:
-    """``sgl train --task graph --model gcmae --dataset mutag --root DIR``."""
-    import sgl.datasets
-    from sgl.tasks.ssl_common import fmt_stat, seeds_from_args, ssl_args_config, ssl_factory, write_record
-
-    name = args.model or "gcmae"
-    dataset_name = args.dataset or "mutag"
-    dataset = sgl.datasets.load(dataset_name, root=args.root)
-    if isinstance(dataset, Graph):
-        raise ConfigError(f"dataset {dataset_name!r} is a single graph; graph classification needs a collection "
-                          f"such as mutag or proteins")
-    folds = 10 if args.graph_folds is None else args.graph_folds
-    factory = ssl_factory(name, dataset.num_features, ssl_args_config(args))
-    seeds = seeds_from_args(args, 3)
-    print(f"dataset: {dataset_name} ({len(dataset)} graphs, {dataset.num_classes} classes); model: {factory()!r}")
-    record = run_graph_classification(factory, dataset, seeds, folds, args.graph_pooling or "mean",
-                                      args.graph_classifier or "svm", progress=not args.no_progress)
-    print(f"graph accuracy: {fmt_stat(record['acc'], len(seeds))}; mean std over {folds} folds "
-          f"{100 * record['fold_std']:.1f}")
-    write_record(args.out, {"task": "graph", "model": name, "dataset": dataset_name, **record})
-    return 0

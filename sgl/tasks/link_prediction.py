@@ -16,7 +16,6 @@ Example:
 """
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Sequence
@@ -26,9 +25,10 @@ import torch.nn.functional as F
 
 from sgl.data import Graph
 from sgl.errors import ConfigError, GraphError
+from sgl.tasks.ssl_pretraining import pretrain
 
 __all__ = ["EdgeSplit", "split_edges", "sample_negatives", "link_scores", "link_metrics",
-           "run_link_prediction", "add_train_arguments", "cli_train"]
+           "run_link_prediction"]
 
 
 @dataclass
@@ -139,7 +139,7 @@ def link_metrics(pos_scores: torch.Tensor, neg_scores: torch.Tensor) -> Dict[str
 def run_link_prediction(model_factory: Callable[[], Any], graph: Graph, seeds: Sequence[int] = (0,),
                         val_ratio: float = 0.05, test_ratio: float = 0.1, progress: bool = False) -> Dict[str, Any]:
     """Per seed: a fresh edge split, a fresh model pre-trained on the training graph, AUC/AP."""
-    from sgl.tasks.node_classification import summarize
+    from sgl.tasks.stats import summarize
 
     seeds = list(seeds)
     if not seeds:
@@ -149,7 +149,7 @@ def run_link_prediction(model_factory: Callable[[], Any], graph: Graph, seeds: S
         split = split_edges(graph, val_ratio, test_ratio, seed=seed)
         model = model_factory()
         start = time.perf_counter()
-        model.fit(split.train_graph, seed=seed, progress=progress)
+        pretrain(model, split.train_graph, seed=seed, progress=progress)
         fit_time = time.perf_counter() - start
         emb = model.embed(split.train_graph)
         run = {"seed": seed, "fit_time_s": fit_time}
@@ -165,31 +165,3 @@ def run_link_prediction(model_factory: Callable[[], Any], graph: Graph, seeds: S
         if key in runs[0]:
             record[key] = summarize([r[key] for r in runs])
     return record
-
-
-# ---------------------------------------------------------------------------- CLI plug-in
-def add_train_arguments(group: argparse._ArgumentGroup) -> None:
-    group.add_argument("--link-val-ratio", type=float, help="held-out validation edges (default 0.05)")
-    group.add_argument("--link-test-ratio", type=float, help="held-out test edges (default 0.1)")
-
-
-def cli_train(args: argparse.Namespace) -> int:
-    """``sgl train --task link --model gcmae --dataset cora --root DIR``."""
-    import sgl.datasets
-    from sgl.tasks.ssl_common import fmt_stat, seeds_from_args, ssl_args_config, ssl_factory, write_record
-
-    name = args.model or "gcmae"
-    dataset = args.dataset or "cora"
-    val_ratio = 0.05 if args.link_val_ratio is None else args.link_val_ratio
-    test_ratio = 0.1 if args.link_test_ratio is None else args.link_test_ratio
-    graph = sgl.datasets.load(dataset, root=args.root)
-    if not isinstance(graph, Graph):
-        raise ConfigError(f"dataset {dataset!r} is a graph collection; link prediction needs one graph")
-    factory = ssl_factory(name, graph.num_features, ssl_args_config(args))
-    seeds = seeds_from_args(args, 5)
-    print(f"dataset: {dataset} ({graph.num_nodes:,} nodes, {graph.num_edges:,} edges); model: {factory()!r}")
-    record = run_link_prediction(factory, graph, seeds, val_ratio, test_ratio, progress=not args.no_progress)
-    for key in ("test_auc", "test_ap"):
-        print(f"link {key.replace('_', ' ')}: {fmt_stat(record[key], len(seeds))}")
-    write_record(args.out, {"task": "link", "model": name, "dataset": dataset, **record})
-    return 0

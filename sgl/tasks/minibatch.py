@@ -35,10 +35,11 @@ from sgl.models.features import NodeFeatures
 from sgl.samplers.loader import NodeLoader
 from sgl.samplers.neighbor import NeighborSampler, check_fanouts
 from sgl.samplers.subgraph import ClusterGCNSampler, GraphSAINTSampler, SubgraphLoader
-from sgl.tasks.node_classification import TrainConfig, Trainer, peak_rss_mb, seed_everything, summarize
+from sgl.tasks.config import TrainConfig
+from sgl.tasks.node_classification import Trainer
+from sgl.tasks.stats import peak_rss_mb, seed_everything, summarize
 
-__all__ = ["SamplerConfig", "MinibatchTrainer", "run_minibatch_node_classification", "cli_train_minibatch",
-           "cli_train_outofcore"]
+__all__ = ["SamplerConfig", "MinibatchTrainer", "run_minibatch_node_classification"]
 
 SAMPLERS = ("neighbor", "saint-node", "saint-edge", "saint-rw", "cluster")
 
@@ -195,121 +196,3 @@ def run_minibatch_node_classification(model_factory: Callable[[], torch.nn.Modul
     for key in ("train_acc", "val_acc", "test_acc", "test_macro_f1"):
         record[key] = summarize([r[key] for r in runs])
     return record
-
-
-def _fmt(stat: Dict[str, float], n: int) -> str:
-    return f"{100 * stat['mean']:.1f} ± {100 * stat['std']:.1f} ({n} seed{'s' if n != 1 else ''})"
-
-
-def cli_train_minibatch(args: Any, config: Dict[str, Any]) -> int:
-    """``sgl train --sampler NAME [--fanouts 15,10]``: sampled mini-batch node classification."""
-    import json
-
-    import sgl.datasets
-    from sgl.fileio import atomic_write
-    from sgl.samplers.models import SampledGNN
-
-    if args.sampler in ("lru", "ginex", "outre"):
-        return cli_train_outofcore(args, config)
-    model_name = config["model"]
-    if model_name == "sgc":  # the plain `sgl train` default; sampled training means GraphSAGE by default
-        model_name = "sage"
-    if model_name not in ("sage", "gcn"):
-        raise ConfigError(f"--sampler trains the models sage or gcn, got --model {model_name!r}")
-    sampler_cfg = SamplerConfig(sampler=args.sampler, fanouts=args.fanouts or [15, 10])
-    if getattr(args, "memory_budget", None):
-        raise ConfigError("--memory-budget bounds the caches of out-of-core training (--sampler lru, ginex or outre "
-                          "with --dataset store:DIR); in-memory sampled training keeps the whole graph in memory")
-    options = dict(config["model_config"])
-    options.setdefault("num_layers", len(sampler_cfg.fanouts))
-    options.pop("k", None)
-    unknown = set(options) - {"hidden", "num_layers", "dropout", "normalize_features"}
-    if unknown:
-        raise ConfigError(f"unknown model option(s) {sorted(unknown)} for sampled {model_name}; "
-                          f"valid: hidden, num_layers, dropout, normalize_features")
-    try:
-        train_cfg = TrainConfig(**{**SampledGNN.default_train_config, **config["train"],
-                                   "progress": not args.no_progress})
-    except TypeError as exc:
-        raise ConfigError(f"bad training option: {exc}") from exc
-    graph = sgl.datasets.load(config["dataset"], root=config["root"], **config["dataset_options"])
-    print(f"dataset: {config['dataset']} ({graph.num_nodes:,} nodes, {graph.num_edges:,} edges, "
-          f"{graph.num_features} features, {graph.num_classes} classes, "
-          f"split {'/'.join(map(str, graph.split_sizes()))})")
-
-    def factory() -> SampledGNN:
-        return SampledGNN(graph.num_features, graph.num_classes, conv=model_name, **options)
-
-    print(f"model: {factory()!r}, sampler: {sampler_cfg.sampler} fanouts {sampler_cfg.fanouts}")
-    record = run_minibatch_node_classification(factory, graph, config["seeds"], train_cfg, sampler_cfg)
-    n = len(config["seeds"])
-    train_dict = train_cfg.to_dict()
-    train_dict.pop("progress", None)
-    record = {"config": {**config, "model": model_name, "model_config": options, "train": train_dict,
-                         "sampler": sampler_cfg.to_dict()}, **record}
-    print(f"test accuracy: {_fmt(record['test_acc'], n)}")
-    print(f"validation accuracy: {_fmt(record['val_acc'], n)}")
-    print(f"test macro-F1: {_fmt(record['test_macro_f1'], n)}")
-    print(f"time: training {record['train_time_s']:.2f} s ({n} seeds), peak memory {record['peak_rss_mb']:.0f} MB")
-    if args.out:
-        with atomic_write(args.out, "w") as handle:
-            json.dump(record, handle, indent=2)
-        print(f"record: {args.out}")
-    return 0
-
-
-def cli_train_outofcore(args: Any, config: Dict[str, Any]) -> int:
-    """``sgl train --sampler lru|ginex|outre --dataset store:DIR --memory-budget 256MB``."""
-    import json
-
-    from sgl.fileio import atomic_write
-    from sgl.samplers.outofcore import OutOfCoreConfig, OutOfCoreTrainer
-    from sgl.samplers.store import open_store
-
-    dataset = str(config["dataset"])
-    if not dataset.startswith("store:"):
-        raise ConfigError(f"--sampler {args.sampler} trains out of core from a disk store: pass --dataset store:DIR "
-                          f"(build DIR with `sgl preprocess --dataset {dataset} --out DIR`)")
-    if not getattr(args, "memory_budget", None):
-        raise ConfigError(f"--sampler {args.sampler} needs --memory-budget (e.g. 256MB) for its caches")
-    model_name = "sage" if config["model"] == "sgc" else config["model"]
-    if model_name not in ("sage", "gcn"):
-        raise ConfigError(f"out-of-core training runs the models sage or gcn, got --model {model_name!r}")
-    options = {k: v for k, v in config["model_config"].items() if k != "k"}
-    # every OutOfCoreConfig field that no other flag sets rides on --model-option (e.g. staleness=40 group_csr=true)
-    set_by_flags = {"method", "fanouts", "memory_budget", "conv", "seed", "lr", "weight_decay", "epochs", "batch_size"}
-    option_keys = set(OutOfCoreConfig.__dataclass_fields__) - set_by_flags
-    unknown = set(options) - option_keys
-    if unknown:
-        raise ConfigError(f"unknown model option(s) {sorted(unknown)} for out-of-core training; valid: "
-                          f"{', '.join(sorted(option_keys))}")
-    train = dict(config["train"])
-    unknown = set(train) - {"lr", "weight_decay", "epochs", "batch_size", "device", "patience"}
-    if unknown:
-        raise ConfigError(f"unsupported training option(s) {sorted(unknown)} for out-of-core training")
-    store_path = dataset[len("store:"):]
-    records = []
-    for seed in config["seeds"]:
-        cfg_kwargs = {"method": args.sampler, "fanouts": args.fanouts or [10, 10], "memory_budget": args.memory_budget,
-                      "conv": model_name, "seed": seed, **options,
-                      **{k: train[k] for k in ("lr", "weight_decay", "epochs", "batch_size") if k in train}}
-        cfg = OutOfCoreConfig(**cfg_kwargs)
-        trainer = OutOfCoreTrainer(open_store(store_path, verify="size" if records else "checksum"), cfg)
-        if not records:
-            print(f"store: {store_path} ({trainer.store.num_nodes:,} nodes, {trainer.store.num_edges:,} edges, "
-                  f"{trainer.store.num_features} features); method {cfg.method}, budget {cfg.budget_bytes:,} bytes, "
-                  f"fan-outs {cfg.fanouts}, batch {cfg.batch_size}")
-        records.append(trainer.fit(progress=not args.no_progress))
-    n = len(records)
-    test = summarize([r["test_acc"] for r in records])
-    print(f"test accuracy: {_fmt(test, n)}")
-    print(f"storage reads per epoch: {np.mean([r['bytes_per_epoch'] for r in records]) / 2**20:.2f} MiB in "
-          f"{np.mean([r['requests_per_epoch'] for r in records]):,.0f} requests; epoch time "
-          f"{np.mean([r['epoch_time_s'] for r in records]):.2f} s; peak budget use "
-          f"{max(r['peak_budget_bytes'] for r in records):,} of {records[0]['budget_bytes']:,} bytes")
-    if args.out:
-        with atomic_write(args.out, "w") as handle:
-            json.dump({"config": {**config, "sampler": args.sampler, "memory_budget": args.memory_budget},
-                       "runs": records, "test_acc": test}, handle, indent=2, default=str)
-        print(f"record: {args.out}")
-    return 0

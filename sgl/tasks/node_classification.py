@@ -2,7 +2,7 @@
 
 The :class:`Trainer` trains the trainable part of an SGAP model on rows of its
 precomputed features, picks the epoch with the best *validation* accuracy (never test),
-and reports train/val/test accuracy and macro-F1 at that epoch. :func:`run_node_classification`
+and reports train/val/test accuracy and macro-F1 at that epoch. ``run_node_classification``
 repeats it over seeds and returns a JSON-serialisable record.
 
 Example:
@@ -19,64 +19,22 @@ from __future__ import annotations
 
 import copy
 import math
-import platform
-import resource
-import statistics
 import time
-from dataclasses import asdict, dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional
 
 import torch
 import torch.nn.functional as F
 
 from sgl.device import get_device
 from sgl.errors import ConfigError, FeatureError
+from sgl.models.base import ScalableModel
 from sgl.models.features import NodeFeatures, to_device
+from sgl.tasks.config import TrainConfig
 from sgl.tasks.metrics import accuracy, macro_f1
+from sgl.tasks.stats import peak_rss_mb, seed_everything, summarize  # noqa: F401 -- re-exported
 
-__all__ = ["TrainConfig", "Trainer", "Distillation", "peak_rss_mb", "run_node_classification", "summarize", "seed_everything"]
-
-
-def seed_everything(seed: int) -> None:
-    import random
-
-    import numpy as np
-
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-@dataclass
-class TrainConfig:
-    """Optimisation settings (Adam). Each model family has its own defaults
-    (``sgl.models.default_train_config(name)``); these are SGC's Cora setting.
-
-    ``batch_size=None`` trains on all training nodes at once; ``patience`` stops after that
-    many epochs without a better validation accuracy (``None`` = run all epochs).
-    """
-
-    lr: float = 0.2
-    weight_decay: float = 1.3e-5
-    epochs: int = 100
-    batch_size: Optional[int] = None
-    eval_batch_size: int = 65536
-    patience: Optional[int] = None
-    device: Optional[str] = None
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        if self.lr <= 0 or self.weight_decay < 0:
-            raise ConfigError(f"need lr > 0 and weight_decay >= 0, got lr={self.lr}, weight_decay={self.weight_decay}")
-        if not isinstance(self.epochs, int) or self.epochs < 1:
-            raise ConfigError(f"epochs must be a positive integer, got {self.epochs!r}")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise ConfigError(f"batch_size must be positive or None (full batch), got {self.batch_size}")
-        if self.patience is not None and self.patience < 1:
-            raise ConfigError(f"patience must be positive or None, got {self.patience}")
-
-    def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
+__all__ = ["TrainConfig", "Trainer", "Distillation", "peak_rss_mb", "summarize", "seed_everything"]
 
 
 @dataclass
@@ -168,7 +126,7 @@ class Trainer:
     def _predict(self, model: torch.nn.Module, features: Any, index: torch.Tensor,
                  device: torch.device) -> torch.Tensor:
         model.eval()
-        if getattr(model, "full_batch", False):
+        if model.full_batch:
             return model(features).cpu()[index]
         chunks = [model(to_device(features[index[i:i + self.config.eval_batch_size]], device)).cpu()
                   for i in range(0, index.numel(), self.config.eval_batch_size)]
@@ -178,7 +136,7 @@ class Trainer:
     def predict_all(self, model: torch.nn.Module, features: Any, graph: Any, device: torch.device) -> torch.Tensor:
         """Logits for every node, after the model's post-processing (if any)."""
         logits = self._predict(model, features, torch.arange(graph.num_nodes), device)
-        return model.postprocess(graph, logits) if hasattr(model, "postprocess") else logits
+        return model.postprocess(graph, logits)
 
     def fit(self, model: torch.nn.Module, features: Any, graph: Any, seed: int = 0,
             distillation: Optional[Distillation] = None) -> Dict[str, Any]:
@@ -191,7 +149,11 @@ class Trainer:
         :class:`~sgl.models.NodeFeatures`, or a :class:`~sgl.models.FullGraphInput` for
         full-batch message-passing models (``model.full_batch = True``).
         """
-        full_batch = bool(getattr(model, "full_batch", False))
+        if not isinstance(model, ScalableModel):
+            raise ConfigError(f"{type(model).__name__} does not implement sgl.models.ScalableModel: the trainer "
+                              f"needs precompute(graph), forward(batch), postprocess(graph, logits) and a "
+                              f"full_batch attribute")
+        full_batch = bool(model.full_batch)
         if isinstance(features, torch.Tensor):
             if features.dim() != 2:
                 raise FeatureError(f"precomputed features must be 2-D [num_nodes, d], got {tuple(features.shape)}")
@@ -204,7 +166,7 @@ class Trainer:
             raise FeatureError("node classification needs integer labels graph.y of shape [num_nodes]")
         cfg = self.config
         seed_everything(seed)
-        if hasattr(model, "reset_parameters"):
+        if hasattr(model, "reset_parameters"):  # an nn.Module method, not part of the protocol
             model.reset_parameters()
         device = get_device(cfg.device)
         model.to(device)
@@ -256,7 +218,7 @@ class Trainer:
         model.load_state_dict(best_state)
         result: Dict[str, Any] = {"seed": seed, "best_epoch": best["epoch"], "epochs_run": epoch + 1,
                                   "train_time_s": train_time}
-        if not hasattr(model, "postprocess") or full_batch:
+        if full_batch:
             predict = lambda index: self._predict(model, features, index, device)  # noqa: E731
         else:
             all_logits = self.predict_all(model, features, graph, device)
@@ -287,53 +249,3 @@ def _ogb_evaluator(graph: Any) -> Optional[Callable[[torch.Tensor, torch.Tensor]
         return float(out["acc"])
 
     return evaluate
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory in MB (ru_maxrss, platform-corrected)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / (1024 * 1024) if platform.system() == "Darwin" else peak / 1024
-
-
-def summarize(values: Sequence[float]) -> Dict[str, float]:
-    """Mean and the unbiased (sample) standard deviation, as the OGB leaderboard reports."""
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
-
-
-def run_node_classification(model_factory: Callable[[], torch.nn.Module], graph: Any,
-                            seeds: Sequence[int] = (0,), train_config: Optional[TrainConfig] = None,
-                            cache_dir: Optional[str] = None, rlu_config: Any = None) -> Dict[str, Any]:
-    """Precompute once, then train one fresh model per seed; returns the run record.
-
-    The record holds per-seed results, mean/std of each metric, precompute and training
-    time, and the process's peak resident memory. With ``rlu_config`` (an
-    :class:`sgl.tasks.rlu.RLUConfig`) every seed runs GAMLP's multi-stage RLU training.
-    """
-    seeds = list(seeds)
-    if not seeds:
-        raise ConfigError("seeds must list at least one seed")
-    trainer = Trainer(train_config)
-    runs: List[Dict[str, Any]] = []
-    start = time.perf_counter()
-    model = model_factory()
-    features = model.precompute(graph, cache_dir=cache_dir, progress=trainer.config.progress)
-    precompute_time = time.perf_counter() - start
-    for seed in seeds:
-        seed_everything(seed)
-        if rlu_config is None:
-            runs.append(trainer.fit(model_factory(), features, graph, seed=seed))
-        else:
-            from sgl.tasks.rlu import train_rlu
-
-            runs.append(train_rlu(model_factory, graph, trainer.config, rlu_config, seed=seed, features=features))
-    record: Dict[str, Any] = {
-        "seeds": seeds,
-        "runs": runs,
-        "precompute_time_s": precompute_time,
-        "train_time_s": sum(r["train_time_s"] if "stages" not in r else sum(s["train_time_s"] for s in r["stages"])
-                            for r in runs),
-        "peak_rss_mb": peak_rss_mb(),
-    }
-    for key in ("train_acc", "val_acc", "test_acc", "test_macro_f1") + (("ogb_test_acc",) if "ogb_test_acc" in runs[0] else ()):
-        record[key] = summarize([r[key] for r in runs])
-    return record

@@ -28,7 +28,8 @@ import torch
 
 from sgl.device import get_device
 from sgl.errors import ConfigError
-from sgl.tasks.node_classification import Distillation, TrainConfig, Trainer
+from sgl.tasks.config import TrainConfig
+from sgl.tasks.node_classification import Distillation, Trainer
 
 __all__ = ["RLUConfig", "train_rlu"]
 

@@ -165,13 +165,13 @@ def test_missing_root_and_bad_ids(tmp_path):
 def test_movielens_downloads_when_absent(data_path, tmp_path, monkeypatch):
     import zipfile
 
-    import sgl.datasets.ctr as ctr
+    import sgl.datasets.ctr.movielens as movielens
 
     archive = tmp_path / "ml-100k.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         for name in ("u.data", "u.user", "u.item"):
             zf.write(data_path("ml-100k", name), f"ml-100k/{name}")
-    monkeypatch.setattr(ctr, "_ML100K_URL", archive.as_uri())
+    monkeypatch.setattr(movielens, "_ML100K_URL", archive.as_uri())
     root = tmp_path / "data"
     data = load_movielens_100k(root)
     assert len(data) == 100_000 and (root / "ml-100k" / "raw" / "u.data").is_file()

@@ -155,11 +155,11 @@ def test_store_files_are_not_left_open(tmp_path):
 
 
 def test_large_files_get_a_store_by_default(tmp_path, monkeypatch):
-    import sgl.datasets.ctr as ctr
+    import sgl.datasets.ctr.loaders as loaders
 
     path = write_criteo(tmp_path / "train.txt", rows=100)
     assert not load_criteo(path).is_mapped
-    monkeypatch.setattr(ctr, "AUTO_STORE_BYTES", path.stat().st_size - 1)   # "larger than 2 GiB"
+    monkeypatch.setattr(loaders, "AUTO_STORE_BYTES", path.stat().st_size - 1)   # "larger than 2 GiB"
     data = load_criteo(path, progress=False)
     assert data.is_mapped and len(data) == 100
     assert len(list((tmp_path / "processed").iterdir())) == 1

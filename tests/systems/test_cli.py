@@ -4,7 +4,7 @@ import pytest
 
 from sgl.cli import main
 from sgl.errors import PlanError
-from sgl.systems.cli import parse_memory_gb
+from sgl.cli.plan import parse_memory_gb
 
 
 def test_plan_search_show_round_trip(capsys, tmp_path):
@@ -41,7 +41,9 @@ def test_show_rejects_malformed(tmp_path, capsys):
 
 
 def test_parse_memory():
-    assert parse_memory_gb("80GB") == 80 and parse_memory_gb("24 GiB") == 24
-    assert parse_memory_gb("512MB") == 0.5 and parse_memory_gb("40") == 40
+    # one convention everywhere (sgl._checks.parse_bytes): MB = 10^6 bytes, MiB = 2^20; budgets are GiB
+    assert parse_memory_gb("80GiB") == 80 and parse_memory_gb("24 GiB") == 24
+    assert parse_memory_gb("512MiB") == 0.5 and parse_memory_gb("40") == 40
+    assert parse_memory_gb("80GB") == 80e9 / 2**30 and parse_memory_gb("512MB") == 512e6 / 2**30
     with pytest.raises(PlanError):
         parse_memory_gb("-3GB")

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from sgl._checks import check_int
+from sgl.embeddings.base import check_scalar
 from sgl.embeddings.het.transport import _ID_BYTES
 from sgl.errors import EmbeddingError
 
@@ -108,8 +110,7 @@ def optimal_misses(batches: Iterable[np.ndarray | torch.Tensor], capacity: int) 
     >>> optimal_misses([[1, 2], [3], [1, 2, 2, 3]], capacity=3)
     (6, 3)
     """
-    if not isinstance(capacity, (int, np.integer)) or isinstance(capacity, bool) or capacity < 0:
-        raise EmbeddingError(f"optimal_misses: capacity must be an int >= 0 (lines), got {capacity!r}.")
+    check_scalar(check_int, capacity, f"optimal_misses: capacity must be an int >= 0 (lines), got {capacity!r}.", 0)
     parts = [_batch_keys(b, "optimal_misses") for b in batches]
     seq = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     n = seq.size
@@ -186,8 +187,7 @@ def het_traffic_bound(worker_batches: Sequence[Iterable[np.ndarray | torch.Tenso
     >>> bound.unique, bound.misses, bound.min_bytes
     (6, 5, 416)
     """
-    if not isinstance(dim, (int, np.integer)) or dim < 1:
-        raise EmbeddingError(f"het_traffic_bound: dim must be an int >= 1, got {dim!r}.")
+    check_scalar(check_int, dim, f"het_traffic_bound: dim must be an int >= 1, got {dim!r}.", 1)
     unique = misses = 0
     for batches in worker_batches:
         u, m = optimal_misses(batches, capacity)

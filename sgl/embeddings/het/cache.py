@@ -2,12 +2,9 @@
 
 Lines live in fixed slot arrays (vectorised per batch); a dense ``slot_of``
 index maps a row id to its slot (8 bytes per table row, counted in
-:meth:`EmbeddingCache.memory_bytes`).  Each line holds, as in HET:
-
-* ``value``   -- the server value it last saw plus this worker's unpushed deltas;
-* ``pending`` -- the unpushed deltas;
-* ``version`` -- the server version its value reflects (-1: never fetched);
-* ``updates`` -- local updates not yet pushed.
+:meth:`EmbeddingCache.memory_bytes`).  Each line holds the bounded-staleness
+state of :class:`~sgl.embeddings.het.staleness.StaleLines` (key, value, pending
+deltas, version, unpushed updates) plus its use count and last use.
 
 Eviction never picks a line used by the current batch.  Policies (HET's
 ``lru``, ``lfu`` and ``lfuopt``):
@@ -24,6 +21,9 @@ from typing import Literal
 
 import torch
 
+from sgl._checks import check_choice, check_int
+from sgl.embeddings.base import check_scalar
+from sgl.embeddings.het.staleness import StaleLines
 from sgl.errors import EmbeddingError
 
 __all__ = ["CachePolicy", "POLICIES", "EmbeddingCache"]
@@ -33,7 +33,7 @@ POLICIES: tuple[str, ...] = ("lru", "lfu", "lfu_pinned")
 _FREQ_SHIFT = 2**40  # frequency dominates recency in the LFU eviction key
 
 
-class EmbeddingCache:
+class EmbeddingCache(StaleLines):
     """Slot storage plus eviction policy; the protocol lives in :class:`HETWorker`.
 
     >>> cache = EmbeddingCache(num_embeddings=10, dim=2, capacity=2, policy="lru")
@@ -45,19 +45,13 @@ class EmbeddingCache:
 
     def __init__(self, num_embeddings: int, dim: int, capacity: int,
                  policy: CachePolicy = "lfu_pinned", pin_threshold: int = 10) -> None:
-        if policy not in POLICIES:
-            raise EmbeddingError(f"cache policy must be one of {POLICIES}, got {policy!r}.")
-        if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 0:
-            raise EmbeddingError(f"cache capacity must be an int >= 0 (lines), got {capacity!r}.")
-        if not isinstance(pin_threshold, int) or pin_threshold < 1:
-            raise EmbeddingError(f"pin_threshold must be an int >= 1, got {pin_threshold!r}.")
-        self.num_embeddings, self.dim, self.capacity = num_embeddings, dim, capacity
+        check_scalar(check_choice, policy, f"cache policy must be one of {POLICIES}, got {policy!r}.", POLICIES)
+        capacity = check_scalar(check_int, capacity, f"cache capacity must be an int >= 0 (lines), got {capacity!r}.", 0)
+        pin_threshold = check_scalar(check_int, pin_threshold, f"pin_threshold must be an int >= 1, got "
+                                     f"{pin_threshold!r}.", 1)
+        super().__init__(torch.full((capacity,), -1, dtype=torch.int64), dim)
+        self.num_embeddings, self.capacity = num_embeddings, capacity
         self.policy, self.pin_threshold = policy, pin_threshold
-        self.keys = torch.full((capacity,), -1, dtype=torch.int64)
-        self.value = torch.zeros(capacity, dim)
-        self.pending = torch.zeros(capacity, dim)
-        self.version = torch.full((capacity,), -1, dtype=torch.int64)
-        self.updates = torch.zeros(capacity, dtype=torch.int64)
         self.freq = torch.zeros(capacity, dtype=torch.int64)
         self.last_used = torch.full((capacity,), -1, dtype=torch.int64)
         self.slot_of = torch.full((num_embeddings,), -1, dtype=torch.int64)
@@ -116,17 +110,13 @@ class EmbeddingCache:
         old = self.keys[chosen]
         used = old >= 0
         dirty = used & (self.updates[chosen] > 0)
-        ev = chosen[dirty]
-        evicted = (old[dirty], self.pending[ev].clone(), self.updates[ev].clone())
+        evicted = self.take(chosen[dirty])
         self.evictions += int(used.sum())
         self.slot_of[old[used]] = -1
         new_keys = keys[winners]
         self.keys[chosen] = new_keys
         self.slot_of[new_keys] = chosen
-        self.value[chosen] = 0.0
-        self.pending[chosen] = 0.0
-        self.version[chosen] = -1
-        self.updates[chosen] = 0
+        self.clear(chosen)
         self.freq[chosen] = 1
         self.last_used[chosen] = self.clock
         slots[winners] = chosen
@@ -136,6 +126,6 @@ class EmbeddingCache:
         return self.keys[self.keys >= 0]
 
     def memory_bytes(self) -> int:
-        """Bytes of all cache state: lines (two float rows + four int64) and the id index."""
-        line = 2 * self.dim * self.value.element_size() + 5 * 8
+        """Bytes of all cache state: lines (two float rows + five int64) and the id index."""
+        line = self.line_bytes() + 2 * 8  # + use count and last use
         return self.capacity * line + self.slot_of.numel() * 8

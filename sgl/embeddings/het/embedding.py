@@ -29,7 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sgl._checks import check_choice
+from sgl.embeddings.base import check_scalar
 from sgl.embeddings.het.cache import POLICIES, CachePolicy, EmbeddingCache
+from sgl.embeddings.het.staleness import PushPart, StalenessConfig
 from sgl.embeddings.het.transport import Transport
 from sgl.errors import ConfigError, EmbeddingError
 
@@ -38,11 +41,11 @@ __all__ = ["HETConfig", "CacheCounters", "HETWorker", "WorkerEmbedding", "HETEmb
 
 
 @dataclass
-class HETConfig:
+class HETConfig(StalenessConfig):
     """Configuration of one HET worker.
 
     ``cache_capacity`` is in lines (rows); ``bound`` bounds reads and, unless
-    ``push_bound`` is given, writes.
+    ``push_bound`` is given, writes (see :class:`~sgl.embeddings.het.staleness.StalenessConfig`).
     """
 
     num_embeddings: int
@@ -56,30 +59,12 @@ class HETConfig:
     pin_threshold: int = 10
 
     def __post_init__(self) -> None:
-        for name in ("num_embeddings", "embedding_dim"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ConfigError(f"HETConfig.{name} must be an int >= 1, got {v!r}.")
-        if not isinstance(self.cache_capacity, int) or self.cache_capacity < 0:
-            raise ConfigError(
-                f"HETConfig.cache_capacity must be an int >= 0 (cache lines), got {self.cache_capacity!r}."
-            )
-        for name in ("bound", "push_bound"):
-            v = getattr(self, name)
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
-                raise ConfigError(f"HETConfig.{name} must be an int >= 0, got {v!r}.")
-        if self.policy not in POLICIES:
-            raise ConfigError(f"HETConfig.policy must be one of {POLICIES}, got {self.policy!r}.")
-        if self.update_unit not in ("step", "occurrence"):
-            raise ConfigError(
-                f"HETConfig.update_unit must be 'step' or 'occurrence', got {self.update_unit!r}."
-            )
-        if not self.lr > 0:
-            raise ConfigError(f"HETConfig.lr must be > 0, got {self.lr!r}.")
-
-    @property
-    def write_bound(self) -> int:
-        return self.bound if self.push_bound is None else self.push_bound
+        self._check_table()
+        self._check_int("cache_capacity", 0, " (cache lines)")
+        self._check_bounds()
+        check_scalar(check_choice, self.policy, f"HETConfig.policy must be one of {POLICIES}, got {self.policy!r}.",
+                     POLICIES, error=ConfigError)
+        self._check_sgd()
 
 
 def check_ids(ids: torch.Tensor, num_embeddings: int, who: str) -> None:
@@ -151,7 +136,7 @@ class HETWorker:
         self.config, self.transport = config, transport
         self.cache = EmbeddingCache(config.num_embeddings, config.embedding_dim,
                                     config.cache_capacity, config.policy, config.pin_threshold)
-        self._evicted: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self._evicted: list[PushPart] = []
         self._batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         #: Server version each value of the last lookup reflects (for staleness checks).
         self.read_versions = torch.zeros(0, dtype=torch.int64)
@@ -175,8 +160,7 @@ class HETWorker:
             self._evicted.append(evicted)
         slots[miss] = new_slots
         cached = slots >= 0
-        versions = torch.full((keys.numel(),), -1, dtype=torch.int64)
-        versions[cached] = cache.version[slots[cached]]
+        versions = cache.held_versions(slots)
         reply = self.transport.pull(keys, versions, self.config.bound)
         out = torch.empty(keys.numel(), dim)
         out[cached] = cache.value[slots[cached]]
@@ -189,14 +173,8 @@ class HETWorker:
         c.fetched_stale += int(hit[pos].sum())
         c.fetched_bypass += int((~cached[pos]).sum())
         c.fetched_new += int((cached[pos] & ~hit[pos]).sum())
-        into_cache = cached[pos]
-        s = slots[pos[into_cache]]
-        cache.value[s] = reply.values[into_cache] + cache.pending[s]
-        cache.version[s] = reply.versions[into_cache]
-        out[pos] = reply.values
-        out[pos[into_cache]] = cache.value[s]
         read = versions.clone()
-        read[pos] = reply.versions
+        cache.refresh(slots, pos, reply.values, reply.versions, out, read)
         self.read_versions = read
         self._batch = (keys, slots, counts)
         return out
@@ -208,26 +186,16 @@ class HETWorker:
                 "HETWorker.update: keys differ from the last lookup. Fix: call update once per "
                 "lookup, with the same keys, before the next lookup."
             )
-        cache = self.cache
         _, slots, _ = self._batch
         self._batch = None
-        cached = slots >= 0
-        s = slots[cached]
-        cache.value[s] += deltas[cached]
-        cache.pending[s] += deltas[cached]
-        cache.updates[s] += counts[cached]
-        due = s[cache.updates[s] > self.config.write_bound]
-        parts = [(cache.keys[due], cache.pending[due].clone(), cache.updates[due].clone())]
-        cache.version[due] += cache.updates[due]
-        cache.pending[due] = 0.0
-        cache.updates[due] = 0
-        bypass = ~cached
-        parts.append((keys[bypass], deltas[bypass], counts[bypass]))
+        due = self.cache.accumulate(slots, deltas, counts, self.config.write_bound)
+        bypass = slots < 0
+        parts = [self.cache.take(due), (keys[bypass], deltas[bypass], counts[bypass])]
         self.counters.pushed_bound += due.numel()
         self.counters.pushed_bypass += int(bypass.sum())
         self._push(parts)
 
-    def _push(self, parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> None:
+    def _push(self, parts: list[PushPart]) -> None:
         self.counters.pushed_evicted += sum(e[0].numel() for e in self._evicted)
         parts = parts + self._evicted
         self._evicted = []
@@ -238,14 +206,9 @@ class HETWorker:
 
     def flush(self) -> None:
         """Push every unpushed update (cached lines and evicted ones)."""
-        cache = self.cache
-        due = ((cache.keys >= 0) & (cache.updates > 0)).nonzero().flatten()
-        parts = [(cache.keys[due], cache.pending[due].clone(), cache.updates[due].clone())]
-        cache.version[due] += cache.updates[due]
-        cache.pending[due] = 0.0
-        cache.updates[due] = 0
+        due = self.cache.dirty()  # empty lines never hold updates
         self.counters.pushed_flush += due.numel()
-        self._push(parts)
+        self._push([self.cache.take(due)])
 
     @property
     def hit_rate(self) -> float:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from sgl._checks import check_int
+from sgl.embeddings.base import check_scalar
 from sgl.errors import EmbeddingError
 
 __all__ = ["init_rows", "check_placement", "shard_rows", "PullReply", "ServerShard", "ShardedServer"]
@@ -148,9 +150,10 @@ class ShardedServer:
         self, num_embeddings: int, dim: int, *, num_shards: int = 1,
         placement: torch.Tensor | None = None, seed: int = 0, init_std: float = 0.01,
     ) -> None:
-        for name, value in (("num_embeddings", num_embeddings), ("dim", dim), ("num_shards", num_shards)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise EmbeddingError(f"ShardedServer: {name} must be an int >= 1, got {value!r}.")
+        num_embeddings, dim, num_shards = (
+            check_scalar(check_int, value, f"ShardedServer: {name} must be an int >= 1, got {value!r}.", 1)
+            for name, value in (("num_embeddings", num_embeddings), ("dim", dim), ("num_shards", num_shards))
+        )
         self.num_embeddings, self.dim, self.num_shards = num_embeddings, dim, num_shards
         self.placement = check_placement(placement, num_embeddings, num_shards)
         self.shards = [

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 import torch
 
 from sgl import comm
+from sgl._checks import check_int
+from sgl.embeddings.base import check_scalar
 from sgl.embeddings.het.server import (
     PullReply, ServerShard, ShardedServer, check_placement, shard_rows,
 )
@@ -113,8 +115,9 @@ class LocalTransport(Transport):
     """
 
     def __init__(self, server: ShardedServer, rank: int | None = None) -> None:
-        if rank is not None and not 0 <= rank < server.num_shards:
-            raise EmbeddingError(f"LocalTransport: rank must be in [0, {server.num_shards}), got {rank}.")
+        if rank is not None:
+            rank = check_scalar(check_int, rank, f"LocalTransport: rank must be in [0, {server.num_shards}), got {rank}.",
+                                0, server.num_shards - 1)
         self.server, self.rank = server, rank
         self.num_embeddings, self.dim = server.num_embeddings, server.dim
         self.stats = TrafficStats()

@@ -2,7 +2,8 @@
 
 Every worker is the *root* of the rows the partitioner placed on it (master value
 and version, in its server shard) and keeps *mirrors* of selected remote rows
-(value, version, pending deltas, pending update count).  Per training step:
+(value, version, pending deltas, pending update count: the lines of HET's
+bounded-staleness core, :mod:`sgl.embeddings.het.staleness`).  Per training step:
 
 1. **query** -- for every unique non-owned id of its batch the worker sends
    ``(id, mirror version or -1)`` to the id's root; the root answers only
@@ -28,6 +29,7 @@ import torch
 
 from sgl.embeddings.het.embedding import WorkerEmbedding
 from sgl.embeddings.het.server import ShardedServer
+from sgl.embeddings.het.staleness import StaleLines, StalenessConfig
 from sgl.embeddings.het.transport import DistTransport, LocalTransport, Transport
 from sgl.errors import ConfigError, EmbeddingError
 
@@ -35,7 +37,7 @@ __all__ = ["GMPConfig", "GMPWorker", "GMPEmbedding", "simulated_cluster", "distr
 
 
 @dataclass
-class GMPConfig:
+class GMPConfig(StalenessConfig):
     """Configuration of one HET-GMP worker (``bound``: mirror read bound; ``push_bound``: write bound)."""
 
     num_embeddings: int
@@ -46,26 +48,17 @@ class GMPConfig:
     update_unit: Literal["step", "occurrence"] = "occurrence"
 
     def __post_init__(self) -> None:
-        for name in ("num_embeddings", "embedding_dim"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ConfigError(f"GMPConfig.{name} must be an int >= 1, got {v!r}.")
-        for name in ("bound", "push_bound"):
-            v = getattr(self, name)
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
-                raise ConfigError(f"GMPConfig.{name} must be an int >= 0, got {v!r}.")
-        if self.update_unit not in ("step", "occurrence"):
-            raise ConfigError(f"GMPConfig.update_unit must be 'step' or 'occurrence', got {self.update_unit!r}.")
-        if not self.lr > 0:
-            raise ConfigError(f"GMPConfig.lr must be > 0, got {self.lr!r}.")
-
-    @property
-    def write_bound(self) -> int:
-        return self.bound if self.push_bound is None else self.push_bound
+        self._check_table()
+        self._check_bounds()
+        self._check_sgd()
 
 
-class GMPWorker:
-    """Root rows + mirrors of one worker and the query/update protocol."""
+class GMPWorker(StaleLines):
+    """Root rows + mirrors of one worker and the query/update protocol.
+
+    The worker's lines (:class:`~sgl.embeddings.het.staleness.StaleLines`) are its
+    mirrors: ``keys`` (also :attr:`mirror_ids`) are the mirrored row ids.
+    """
 
     def __init__(self, config: GMPConfig, transport: Transport, rank: int, mirrors: torch.Tensor) -> None:
         shard = getattr(transport, "local_shard", None)
@@ -89,41 +82,33 @@ class GMPWorker:
                 )
             mirrors = torch.unique(mirrors)
             mirrors = mirrors[transport.owner(mirrors) != rank]  # own rows need no mirror
-        n, dim = mirrors.numel(), config.embedding_dim
-        self.mirror_ids = mirrors
+        super().__init__(mirrors, config.embedding_dim)
         self.slot_of = torch.full((config.num_embeddings,), -1, dtype=torch.int64)
-        self.slot_of[mirrors] = torch.arange(n)
-        self.value = torch.zeros(n, dim)
-        self.pending = torch.zeros(n, dim)
-        self.version = torch.full((n,), -1, dtype=torch.int64)
-        self.updates = torch.zeros(n, dtype=torch.int64)
+        self.slot_of[mirrors] = torch.arange(mirrors.numel())
         self.read_versions = torch.zeros(0, dtype=torch.int64)
         self._batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         self.local_reads = 0
         self.mirror_reads = 0
         self.remote_reads = 0
 
+    @property
+    def mirror_ids(self) -> torch.Tensor:
+        """Row ids of the mirrors, one per line."""
+        return self.keys
+
     def lookup(self, keys: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         own = self.transport.owner(keys) == self.rank
         slots = torch.where(own, -1, self.slot_of[keys])
         mirror = slots >= 0
         request = (~own).nonzero().flatten()
-        versions = torch.full((keys.numel(),), -1, dtype=torch.int64)
-        versions[mirror] = self.version[slots[mirror]]
+        versions = self.held_versions(slots)
         reply = self.transport.pull(keys[request], versions[request], self.config.bound)
         out = torch.empty(keys.numel(), self.config.embedding_dim)
         read = versions.clone()
         out[own], read[own] = self.shard.values_of(keys[own])
         out[mirror] = self.value[slots[mirror]]
-        got = request[reply.positions]
         assert reply.versions is not None
-        into = mirror[got]
-        s = slots[got[into]]
-        self.value[s] = reply.values[into] + self.pending[s]
-        self.version[s] = reply.versions[into]
-        out[got] = reply.values
-        out[got[into]] = self.value[s]
-        read[got] = reply.versions
+        self.refresh(slots, request[reply.positions], reply.values, reply.versions, out, read)
         self.read_versions = read
         self.local_reads += int(own.sum())
         self.mirror_reads += int(mirror.sum())
@@ -139,29 +124,17 @@ class GMPWorker:
             )
         _, slots, own = self._batch
         self._batch = None
-        mirror = slots >= 0
-        s = slots[mirror]
-        self.value[s] += deltas[mirror]
-        self.pending[s] += deltas[mirror]
-        self.updates[s] += counts[mirror]
-        due = s[self.updates[s] > self.config.write_bound]
-        direct = ~mirror  # owned rows go to the local root, remote rows to theirs
+        due_keys, due_deltas, due_counts = self.take(self.accumulate(slots, deltas, counts, self.config.write_bound))
+        direct = slots < 0  # owned rows go to the local root, remote rows to theirs
         self.transport.push(
-            torch.cat([keys[direct], self.mirror_ids[due]]),
-            torch.cat([deltas[direct], self.pending[due]]),
-            torch.cat([counts[direct], self.updates[due]]),
+            torch.cat([keys[direct], due_keys]),
+            torch.cat([deltas[direct], due_deltas]),
+            torch.cat([counts[direct], due_counts]),
         )
-        self.version[due] += self.updates[due]
-        self.pending[due] = 0.0
-        self.updates[due] = 0
 
     def flush(self) -> None:
         """Push every mirror's pending deltas (collective for DistTransport)."""
-        due = (self.updates > 0).nonzero().flatten()
-        self.transport.push(self.mirror_ids[due], self.pending[due].clone(), self.updates[due].clone())
-        self.version[due] += self.updates[due]
-        self.pending[due] = 0.0
-        self.updates[due] = 0
+        self.transport.push(*self.take(self.dirty()))
 
 
 class GMPEmbedding(WorkerEmbedding):
@@ -188,7 +161,7 @@ class GMPEmbedding(WorkerEmbedding):
         """Bytes this worker stores: its root rows (value + version) and its mirrors."""
         w = self.worker
         dim = self.config.embedding_dim
-        return w.shard.rows.numel() * (4 * dim + 16) + w.mirror_ids.numel() * (8 * dim + 24)
+        return w.shard.rows.numel() * (4 * dim + 16) + w.mirror_ids.numel() * w.line_bytes()
 
     def extra_repr(self) -> str:
         c = self.config

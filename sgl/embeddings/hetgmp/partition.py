@@ -33,6 +33,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from sgl._checks import check_int, check_real
+from sgl.embeddings.base import check_scalar
 from sgl.embeddings.hetgmp.bigraph import Bigraph
 from sgl.errors import ConfigError
 
@@ -55,16 +58,15 @@ class PartitionConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("num_parts", "batch_size", "workers_per_machine"):
+        for name, minimum in (("num_parts", 1), ("batch_size", 1), ("workers_per_machine", 1), ("rounds", 0)):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ConfigError(f"PartitionConfig.{name} must be an int >= 1, got {v!r}.")
-        if not isinstance(self.rounds, int) or self.rounds < 0:
-            raise ConfigError(f"PartitionConfig.rounds must be an int >= 0, got {self.rounds!r}.")
-        if not self.imbalance >= 0:
-            raise ConfigError(f"PartitionConfig.imbalance must be >= 0, got {self.imbalance!r}.")
-        if not (self.balance >= 0 and self.server_load_weight >= 0 and self.intra_machine_cost >= 0):
-            raise ConfigError("PartitionConfig: balance, server_load_weight and intra_machine_cost must be >= 0.")
+            setattr(self, name, check_scalar(check_int, v, f"PartitionConfig.{name} must be an int >= {minimum}, "
+                                             f"got {v!r}.", minimum, error=ConfigError))
+        check_scalar(check_real, self.imbalance, f"PartitionConfig.imbalance must be >= 0, got {self.imbalance!r}.",
+                     0.0, error=ConfigError)
+        for v in (self.balance, self.server_load_weight, self.intra_machine_cost):
+            check_scalar(check_real, v, "PartitionConfig: balance, server_load_weight and intra_machine_cost "
+                         "must be >= 0.", 0.0, error=ConfigError)
 
 
 def soft_count(counts: np.ndarray, samples_per_part: float, batch_size: int) -> np.ndarray:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from sgl._checks import check_int, check_real
+from sgl.embeddings.base import check_scalar
 from sgl.embeddings.hetgmp.partition import Partition, soft_count
 from sgl.errors import ConfigError
 
@@ -49,13 +51,12 @@ def select_replicas(partition: Partition, budget: int | float) -> list[torch.Ten
     if isinstance(budget, bool) or not isinstance(budget, (int, float)):
         raise ConfigError(f"select_replicas: budget must be an int (rows) or a float fraction, got {budget!r}.")
     if isinstance(budget, float):
-        if not 0.0 <= budget <= 1.0:
-            raise ConfigError(f"select_replicas: a fractional budget must be in [0, 1], got {budget}.")
+        check_scalar(check_real, budget, f"select_replicas: a fractional budget must be in [0, 1], got {budget}.",
+                     0.0, 1.0, error=ConfigError)
         rows = int(round(budget * n_embed))
     else:
-        if budget < 0:
-            raise ConfigError(f"select_replicas: budget must be >= 0 rows, got {budget}.")
-        rows = budget
+        rows = check_scalar(check_int, budget, f"select_replicas: budget must be >= 0 rows, got {budget}.", 0,
+                            error=ConfigError)
     pr = replica_priority(partition)
     out = []
     for i in range(partition.num_parts):

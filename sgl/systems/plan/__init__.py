@@ -1,4 +1,12 @@
-"""Automatic hybrid-parallel plan search (Galvatron, Galvatron-BMW, OSDP).
+"""Compatibility name of :mod:`sgl.systems.parallel` (the plan search moved there).
+
+Everything the old ``sgl.systems.plan`` package exported is re-exported here, including the
+old names ``SearchConfig`` / ``SearchResult`` for :class:`~sgl.systems.parallel.PlanSearchConfig`
+/ :class:`~sgl.systems.parallel.PlanSearchResult` (renamed so they no longer clash with PaSca's
+:mod:`sgl.search`).  The old submodules (``sgl.systems.plan.search``, ``.cost``, ``.dp``, ...)
+are one-line re-export shims of their ``sgl.systems.parallel`` namesakes -- plain files rather
+than ``sys.modules`` aliases, so they work in any import order.  New code imports
+:mod:`sgl.systems.parallel`.
 
 >>> from sgl.systems.plan import SearchConfig, PlanSearcher, format_plan
 >>> searcher = PlanSearcher(SearchConfig(model="llama-7b", memory_gb=24, batch_sizes=(16,), granularity_mb=64))
@@ -6,31 +14,9 @@
 >>> plan.to_galvatron()["pp_deg"] >= 1
 True
 """
-from sgl.systems.plan.config_io import Plan, format_plan, load_plan, save_plan
-from sgl.systems.plan.cost import CostModel, CostOptions, OtherOption
-from sgl.systems.plan.dp import LayerDPResult, best_time_by_budget, brute_force_layers, solve_layers
-from sgl.systems.plan.model import MODEL_PRESETS, TransformerConfig, get_model_config
-from sgl.systems.plan.profiles import (
-    BUILTIN_PROFILE_DIR,
-    HardwareProfile,
-    ModelProfile,
-    estimate_model_profile,
-    hardware_profile_names,
-    load_builtin_profiles,
-    load_hardware_profile,
-    load_model_profile,
-    model_profile_names,
-    save_hardware_profile,
-    save_model_profile,
-)
-from sgl.systems.plan.search import BASELINES, PARTITIONS, PlanSearcher, SearchConfig, SearchResult, search_plan
-from sgl.systems.plan.space import SEARCH_SPACES, ClusterSpec, Strategy, enumerate_strategies
+from sgl.systems.parallel import *  # noqa: F401,F403
+from sgl.systems.parallel import PlanSearchConfig as SearchConfig
+from sgl.systems.parallel import PlanSearchResult as SearchResult
+from sgl.systems.parallel import __all__ as _parallel_all
 
-__all__ = [
-    "BASELINES", "BUILTIN_PROFILE_DIR", "ClusterSpec", "CostModel", "CostOptions", "HardwareProfile",
-    "LayerDPResult", "MODEL_PRESETS", "ModelProfile", "OtherOption", "PARTITIONS", "Plan", "PlanSearcher",
-    "SEARCH_SPACES", "SearchConfig", "SearchResult", "Strategy", "TransformerConfig", "best_time_by_budget",
-    "brute_force_layers", "enumerate_strategies", "estimate_model_profile", "format_plan", "get_model_config",
-    "hardware_profile_names", "load_builtin_profiles", "load_hardware_profile", "load_model_profile", "load_plan",
-    "model_profile_names", "save_hardware_profile", "save_model_profile", "save_plan", "search_plan", "solve_layers",
-]
+__all__ = sorted(_parallel_all + ["SearchConfig", "SearchResult"])

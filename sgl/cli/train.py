@@ -1,0 +1,262 @@
+"""``sgl train``: flags (or ``--config FILE``) -> :class:`~sgl.tasks.RunConfig` -> :func:`sgl.tasks.run`.
+
+    sgl train --model sgc --dataset cora --root DIR --k 3 --seeds 10 --out run.json
+    sgl train --config run.json                       # replays a run from its record
+    sgl train --task link|cluster|graph|ctr ...
+    sgl train --sampler neighbor --fanouts 15,10      # sampled mini-batches (sage/gcn)
+    sgl train --sampler outre --dataset store:DIR --memory-budget 256MB
+
+A flag that the chosen path does not read is an error naming the flag, never ignored.
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Any, Dict, List, Optional
+
+from sgl.cli.options import key_values, read_config
+from sgl.cli.report import format_stat, write_record
+from sgl.errors import ConfigError
+
+__all__ = ["register", "build_run_config", "cmd_train"]
+
+_TRAIN_FLAGS = ("lr", "weight_decay", "epochs", "batch_size", "patience", "device")
+#: task -> its own flags (dest name -> task_options key)
+_TASK_FLAGS: Dict[str, Dict[str, str]] = {
+    "link": {"link_val_ratio": "val_ratio", "link_test_ratio": "test_ratio"},
+    "cluster": {"cluster_n_init": "n_init"},
+    "graph": {"graph_folds": "folds", "graph_pooling": "pooling", "graph_classifier": "classifier"},
+}
+_CTR_FLAGS = {"ctr_embedding": "embedding", "ctr_compression": "compression", "ctr_embed_dim": "embed_dim"}
+
+
+def register(sub: Any) -> None:
+    t = sub.add_parser("train", help="train a model on a dataset and report accuracy over seeds")
+    t.add_argument("--config", help="JSON/YAML run config (or a result record from --out) to reproduce")
+    t.add_argument("--task", choices=("node", "link", "cluster", "graph", "ctr"),
+                   help="node (node classification, default), link, cluster, graph, ctr")
+    t.add_argument("--model", help="model name (see `sgl models`); default sgc")
+    t.add_argument("--dataset", help="dataset name (see `sgl datasets list`); default karate")
+    t.add_argument("--root", help="folder holding the dataset's files (downloaded there when absent)")
+    t.add_argument("--seeds", type=int, help="number of seeds 0..N-1 (default 10)")
+    t.add_argument("--k", type=int, help="propagation hops")
+    t.add_argument("--hidden", type=int, help="hidden width of the base model")
+    t.add_argument("--dropout", type=float, help="dropout of the base model")
+    t.add_argument("--lr", type=float)
+    t.add_argument("--weight-decay", type=float)
+    t.add_argument("--epochs", type=int)
+    t.add_argument("--batch-size", type=int)
+    t.add_argument("--patience", type=int)
+    t.add_argument("--device", help="cpu, cuda, cuda:N (default: $SGL_DEVICE or auto)")
+    t.add_argument("--model-option", action="append", metavar="KEY=VALUE", help="model config field")
+    t.add_argument("--dataset-option", action="append", metavar="KEY=VALUE", help="dataset loader option")
+    t.add_argument("--rlu-stages", help="GAMLP RLU: comma-separated epochs per stage, e.g. 200,100,100")
+    t.add_argument("--rlu-threshold", type=float, help="RLU confidence threshold (default 0.85)")
+    t.add_argument("--rlu-gamma", type=float, help="RLU distillation weight (default 0.1)")
+    t.add_argument("--rlu-temperature", type=float, help="RLU softmax temperature (default 1)")
+    t.add_argument("--cache-dir", help="cache propagated features here (keyed by graph, features, operator)")
+    t.add_argument("--out", help="write the result record (config, per-seed metrics, timings) as JSON")
+    t.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    t.add_argument("--structure", help="learn the graph structure before training: rwgsl or knn "
+                                       "(graph structure learning, see docs/gsl_ssl.md)")
+    t.add_argument("--structure-option", action="append", metavar="KEY=VALUE",
+                   help="structure learner option, e.g. high=1.5 or exponents=[1,1,4]")
+    t.add_argument("--structure-pseudo", metavar="MODEL",
+                   help="rwgsl: pseudo-labels from an ensemble of this zoo model (e.g. gamlp) trained on the "
+                        "training labels, instead of the built-in logistic regression")
+    t.add_argument("--structure-pseudo-seeds", type=int, metavar="N",
+                   help="models in the --structure-pseudo ensemble (default 5)")
+    t.add_argument("--threads", type=int, help="torch intra-op threads (1 is fastest for small graphs on a "
+                                               "busy machine; default: torch's choice)")
+    t.add_argument("--sampler", help="mini-batch training of sage/gcn on sampled subgraphs: neighbor, "
+                                     "saint-node, saint-edge, saint-rw, cluster; out of core from "
+                                     "--dataset store:DIR: lru, ginex, outre (see docs/samplers.md)")
+    t.add_argument("--fanouts", help="neighbours per hop, hop next to the seeds first (default 15,10)")
+    t.add_argument("--memory-budget", help="byte budget for all caches of out-of-core training, e.g. 512MB "
+                                           "(MB = 10^6 bytes, MiB = 2^20)")
+    g = t.add_argument_group("--task link")
+    g.add_argument("--link-val-ratio", type=float, help="held-out validation edges (default 0.05)")
+    g.add_argument("--link-test-ratio", type=float, help="held-out test edges (default 0.1)")
+    g = t.add_argument_group("--task cluster")
+    g.add_argument("--cluster-n-init", type=int, help="k-means restarts (default 10)")
+    g = t.add_argument_group("--task graph")
+    g.add_argument("--graph-folds", type=int, help="cross-validation folds (default 10)")
+    g.add_argument("--graph-pooling", choices=("mean", "sum", "max"), help="readout (default mean)")
+    g.add_argument("--graph-classifier", choices=("svm", "logreg"), help="classifier (default svm)")
+    g = t.add_argument_group("--task ctr")
+    g.add_argument("--ctr-embedding", help="embedding backend: full (default), hash, qr, cafe, cafe+")
+    g.add_argument("--ctr-compression", type=float, help="compression ratio of the backend (default 1; e.g. 100)")
+    g.add_argument("--ctr-embed-dim", type=int, help="embedding width (default 16)")
+    g.add_argument("--ctr-embedding-option", action="append", metavar="KEY=VALUE",
+                   help="embedding backend option, e.g. threshold=50 or hash_rate=0.3")
+    g.add_argument("--ctr-split", help="train,val,test fractions (default 0.8,0.1,0.1)")
+    t.set_defaults(handler=cmd_train)
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _given(args: argparse.Namespace, dest: str) -> bool:
+    value = getattr(args, dest, None)
+    return value is not None and value is not False and value != []
+
+
+def _reject(args: argparse.Namespace, dests: List[str], why: str) -> None:
+    for dest in dests:
+        if _given(args, dest):
+            raise ConfigError(f"{_flag(dest)} does not apply to {why}; remove it")
+
+
+def _ints(text: str, flag: str) -> List[int]:
+    try:
+        return [int(e) for e in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"{flag} expects comma-separated integers, got {text!r}") from None
+
+
+def build_run_config(args: argparse.Namespace):
+    """The :class:`~sgl.tasks.RunConfig` of ``sgl train``'s flags (over ``--config`` when given)."""
+    from sgl.tasks.run_config import RunConfig, TASKS
+
+    data: Dict[str, Any] = dict(read_config(args.config)) if args.config else {}
+    task = args.task or data.get("task") or "node"
+    if task not in TASKS:
+        raise ConfigError(f"unknown task {task!r} in {args.config}; choose one of {', '.join(TASKS)}")
+    data["task"] = task
+    where = f"--task {task}"
+    for key in ("model", "dataset", "root", "seeds"):
+        if getattr(args, key) is not None:
+            data[key] = getattr(args, key)
+    model_config = {**(data.get("model_config") or {}), **key_values(args.model_option, "--model-option")}
+    data["dataset_options"] = {**(data.get("dataset_options") or {}),
+                               **key_values(args.dataset_option, "--dataset-option")}
+    ssl = task in _TASK_FLAGS
+    other_task_flags = [d for t, flags in _TASK_FLAGS.items() if t != task for d in flags]
+    _reject(args, other_task_flags + ([] if task == "ctr" else [*_CTR_FLAGS, "ctr_embedding_option", "ctr_split"]),
+            where)
+    if task != "node":
+        _reject(args, ["k", "rlu_stages", "rlu_threshold", "rlu_gamma", "rlu_temperature", "cache_dir", "structure",
+                       "structure_option", "structure_pseudo", "structure_pseudo_seeds", "sampler", "fanouts",
+                       "memory_budget"], f"{where} (it applies to node classification)")
+    if ssl:
+        _reject(args, ["batch_size", "patience"], f"{where} (self-supervised models pre-train on the whole graph)")
+        for dest in ("hidden", "dropout", "lr", "weight_decay", "epochs", "device"):
+            if getattr(args, dest) is not None:
+                model_config[dest] = getattr(args, dest)
+        data["task_options"] = {**(data.get("task_options") or {}),
+                                **{key: getattr(args, dest) for dest, key in _TASK_FLAGS[task].items()
+                                   if getattr(args, dest) is not None}}
+    else:
+        train = dict(data.get("train") or {})
+        train.update({key: getattr(args, key) for key in _TRAIN_FLAGS if getattr(args, key) is not None})
+        if train or "train" in data:
+            data["train"] = train
+        if args.hidden is not None:
+            model_config["hidden"] = [args.hidden, args.hidden] if task == "ctr" else args.hidden
+        if args.dropout is not None:
+            model_config["dropout"] = args.dropout
+    if task == "node":
+        _node_flags(args, data, model_config)
+    if task == "ctr":
+        _ctr_flags(args, data)
+    data["model_config"] = model_config
+    config = RunConfig.from_dict(data)
+    if config.train is not None:
+        config.train.progress = not args.no_progress
+    return config
+
+
+def _node_flags(args: argparse.Namespace, data: Dict[str, Any], model_config: Dict[str, Any]) -> None:
+    if args.k is not None:
+        model_config["k"] = args.k
+    rlu = dict(data.get("rlu") or {})
+    if args.rlu_stages:
+        rlu["stages"] = _ints(args.rlu_stages, "--rlu-stages")
+    for key in ("threshold", "gamma", "temperature"):
+        if getattr(args, f"rlu_{key}") is not None:
+            rlu[key] = getattr(args, f"rlu_{key}")
+    data["rlu"] = rlu or None
+    if args.structure:
+        data["structure"] = args.structure
+    data["structure_options"] = {**(data.get("structure_options") or {}),
+                                 **key_values(args.structure_option, "--structure-option")}
+    if args.structure_pseudo is not None:
+        data["structure_pseudo"] = args.structure_pseudo
+    if args.structure_pseudo_seeds is not None:
+        data["structure_pseudo_seeds"] = args.structure_pseudo_seeds
+    if args.cache_dir is not None:
+        data["cache_dir"] = args.cache_dir
+    sampler = data.get("sampler")
+    sampler = {"name": sampler} if isinstance(sampler, str) else dict(sampler or {})
+    if args.sampler:
+        sampler["name"] = args.sampler
+    if args.fanouts:
+        sampler["fanouts"] = _ints(args.fanouts, "--fanouts")
+    if args.memory_budget:
+        sampler["memory_budget"] = args.memory_budget
+    if sampler and "name" not in sampler:
+        flag = "--fanouts" if args.fanouts else "--memory-budget"
+        raise ConfigError(f"{flag} needs --sampler (neighbor, saint-node, saint-edge, saint-rw, cluster; or lru, "
+                          f"ginex, outre out of core)")
+    data["sampler"] = sampler or None
+
+
+def _ctr_flags(args: argparse.Namespace, data: Dict[str, Any]) -> None:
+    for dest, key in _CTR_FLAGS.items():
+        if getattr(args, dest) is not None:
+            data[key] = getattr(args, dest)
+    data["embedding_options"] = {**(data.get("embedding_options") or {}),
+                                 **key_values(args.ctr_embedding_option, "--ctr-embedding-option")}
+    if args.ctr_split:
+        try:
+            data["split"] = [float(x) for x in args.ctr_split.split(",")]
+        except ValueError:
+            raise ConfigError(f"--ctr-split expects three comma-separated fractions, got {args.ctr_split!r}") from None
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ConfigError(f"--threads must be a positive integer, got {args.threads}")
+        import torch
+
+        torch.set_num_threads(args.threads)
+    from sgl.tasks.run import run
+
+    config = build_run_config(args)
+    record = run(config, log=print, progress=not args.no_progress)
+    _print_results(config, record)
+    write_record(args.out, record)
+    return 0
+
+
+def _print_results(config: Any, record: Dict[str, Any]) -> None:
+    n = len(config.seeds)
+    if config.task == "ctr":
+        for label, key in (("test AUC", "test_auc"), ("test log-loss", "test_logloss"), ("validation AUC", "val_auc")):
+            print(f"{label}: {format_stat(record[key], n, scale=1, digits=4)}")
+        print(f"embedding memory: {record['embedding_bytes']:,} bytes; training {record['train_time_s']['mean']:.2f} s "
+              f"per seed")
+    elif config.task == "link":
+        for key in ("test_auc", "test_ap"):
+            print(f"link {key.replace('_', ' ')}: {format_stat(record[key], n)}")
+    elif config.task == "cluster":
+        for key in ("nmi", "ari", "acc"):
+            print(f"clustering {key}: {format_stat(record[key], n)}")
+    elif config.task == "graph":
+        print(f"graph accuracy: {format_stat(record['acc'], n)}; mean std over {config.task_options['folds']} folds "
+              f"{100 * record['fold_std']:.1f}")
+    elif config.sampler is not None and config.sampler.out_of_core:
+        print(f"test accuracy: {format_stat(record['test_acc'], n)}")
+        print(f"storage reads per epoch: {record['mean_bytes_per_epoch'] / 2**20:.2f} MiB in "
+              f"{record['mean_requests_per_epoch']:,.0f} requests; epoch time {record['mean_epoch_time_s']:.2f} s; "
+              f"peak budget use {record['peak_budget_bytes']:,} of {record['budget_bytes']:,} bytes")
+    else:
+        print(f"test accuracy: {format_stat(record['test_acc'], n)}")
+        print(f"validation accuracy: {format_stat(record['val_acc'], n)}")
+        print(f"test macro-F1: {format_stat(record['test_macro_f1'], n)}")
+        if "ogb_test_acc" in record:
+            print(f"ogb test accuracy: {format_stat(record['ogb_test_acc'], n)}")
+        precompute = f"precompute {record['precompute_time_s']:.2f} s, " if config.sampler is None else ""
+        print(f"time: {precompute}training {record['train_time_s']:.2f} s ({n} seeds), peak memory "
+              f"{record['peak_rss_mb']:.0f} MB")

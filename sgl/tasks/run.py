@@ -1,0 +1,225 @@
+"""``run(config) -> record``: the one library entry point behind ``sgl train``.
+
+:func:`run` takes a :class:`~sgl.tasks.RunConfig`, loads the dataset, builds the model,
+trains it over the seeds on the path the config names (full-graph or sampled node
+classification, out-of-core training, structure learning first, RLU stages, link prediction,
+clustering, graph classification, CTR) and returns the run record: ``{"config": ..., **results}``,
+whose ``"config"`` replays the run exactly (``run(RunConfig.from_dict(record["config"]))``).
+
+Example:
+    >>> from sgl.tasks import RunConfig, run
+    >>> record = run(RunConfig.from_dict({"dataset": "karate", "seeds": 2, "train": {"epochs": 5}}),
+    ...              progress=False)
+    >>> record["config"]["model"], len(record["runs"])
+    ('sgc', 2)
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Dict, Optional
+
+from sgl.errors import ConfigError
+from sgl.tasks.run_config import RunConfig, SamplingConfig
+
+__all__ = ["run", "ssl_factory"]
+
+Log = Callable[[str], None]
+
+
+def run(config: RunConfig, log: Optional[Log] = None, progress: bool = True) -> Dict[str, Any]:
+    """Run ``config``; ``log`` receives one line per stage (dataset, model, ...), e.g. ``print``."""
+    if not isinstance(config, RunConfig):
+        raise ConfigError(f"run() takes a RunConfig (RunConfig.from_dict(...) reads a mapping), got "
+                          f"{type(config).__name__}")
+    log = log or (lambda line: None)
+    if config.train is not None:
+        config = dataclasses.replace(config, train=dataclasses.replace(config.train, progress=progress))
+    if config.task == "node":
+        return _run_node(config, log, progress)
+    if config.task == "ctr":
+        return _run_ctr(config, log)
+    return _run_ssl(config, log, progress)
+
+
+def _record(config: RunConfig, results: Dict[str, Any]) -> Dict[str, Any]:
+    return {"config": config.to_dict(), **results}
+
+
+# ---------------------------------------------------------------------------- node classification
+def _check_node_dataset(name: str) -> None:
+    import sgl.datasets
+
+    task = sgl.datasets.dataset_task(name) or "node"
+    if str(name).lower().startswith("tu:"):
+        task = "graph"
+    if task != "node":
+        kind = {"graph": "graph-classification", "ctr": "CTR (click-through-rate)"}.get(task, task)
+        raise ConfigError(f"dataset {name!r} is a {kind} dataset; `sgl train` runs node "
+                          f"classification unless you pass --task {task}")
+
+
+def _describe(graph: Any) -> str:
+    return (f"{graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {graph.num_features} features, "
+            f"{graph.num_classes} classes, split {'/'.join(map(str, graph.split_sizes()))}")
+
+
+def _run_node(config: RunConfig, log: Log, progress: bool) -> Dict[str, Any]:
+    if config.sampler is not None and config.sampler.out_of_core:
+        from sgl.tasks.outofcore_run import run_out_of_core  # noqa -- the out-of-core path
+
+        return run_out_of_core(config, log, progress)
+    import sgl.datasets
+
+    _check_node_dataset(config.dataset)
+    if config.sampler is not None:
+        return _run_sampled(config, log)
+    from sgl.models import build_model, model_config
+    from sgl.tasks.node_runs import run_node_classification
+
+    model_cfg = model_config(config.model, **config.model_config)
+    graph = sgl.datasets.load(config.dataset, root=config.root, **config.dataset_options)
+    log(f"dataset: {config.dataset} ({_describe(graph)})")
+    if config.structure is not None:
+        graph = _learn_structure(config, graph, log, progress)
+
+    def factory():
+        return build_model(config.model, graph.num_features, graph.num_classes, model_cfg)
+
+    log(f"model: {factory()!r}")
+    results = run_node_classification(factory, graph, config.seeds, config.train, cache_dir=config.cache_dir,
+                                      rlu_config=config.rlu)
+    return _record(dataclasses.replace(config, model_config=model_cfg.to_dict()), results)
+
+
+def _learn_structure(config: RunConfig, graph: Any, log: Log, progress: bool) -> Any:
+    from sgl.models.gsl import structure_learner
+    from sgl.tasks.structure_learning import learn_structure
+
+    s = config.structure
+    learner = structure_learner(s.name, progress=progress, **s.options)
+    before = graph.num_edges
+    pseudo, how = None, ""
+    if s.pseudo:
+        from sgl.tasks.pseudo_labels import model_pseudo_labels
+
+        pseudo = model_pseudo_labels(graph, s.pseudo, s.pseudo_seeds, device=config.train.device)
+        how = f" with {s.pseudo} x{s.pseudo_seeds} pseudo-labels"
+    graph = learn_structure(learner, graph, pseudo_labels=pseudo)
+    log(f"structure: {s.name} {s.options or ''}{how} -> {graph.num_edges:,} edges (was {before:,})")
+    return graph
+
+
+def _run_sampled(config: RunConfig, log: Log) -> Dict[str, Any]:
+    import sgl.datasets
+    from sgl.samplers.models import SampledGNN
+    from sgl.tasks.minibatch import SamplerConfig, run_minibatch_node_classification
+
+    if config.model not in ("sage", "gcn"):
+        raise ConfigError(f"--sampler trains the models sage or gcn, got --model {config.model!r}")
+    s = config.sampler
+    try:
+        sampler_cfg = SamplerConfig(sampler=s.name, fanouts=s.fanouts or [15, 10], **s.options)
+    except TypeError as exc:
+        raise ConfigError(f"bad sampler option: {exc}") from None
+    options = dict(config.model_config)
+    options.setdefault("num_layers", len(sampler_cfg.fanouts))
+    unknown = set(options) - {"hidden", "num_layers", "dropout", "normalize_features"}
+    if unknown:
+        raise ConfigError(f"unknown model option(s) {sorted(unknown)} for sampled {config.model}; "
+                          f"valid: hidden, num_layers, dropout, normalize_features")
+    graph = sgl.datasets.load(config.dataset, root=config.root, **config.dataset_options)
+    log(f"dataset: {config.dataset} ({_describe(graph)})")
+
+    def factory() -> SampledGNN:
+        return SampledGNN(graph.num_features, graph.num_classes, conv=config.model, **options)
+
+    log(f"model: {factory()!r}, sampler: {sampler_cfg.sampler} fanouts {sampler_cfg.fanouts}")
+    results = run_minibatch_node_classification(factory, graph, config.seeds, config.train, sampler_cfg)
+    extra = {k: v for k, v in sampler_cfg.to_dict().items() if k not in ("sampler", "fanouts")}
+    resolved = dataclasses.replace(config, model_config=options,
+                                   sampler=SamplingConfig(s.name, list(sampler_cfg.fanouts), options=extra))
+    return _record(resolved, results)
+
+
+# ---------------------------------------------------------------------------- self-supervised tasks
+def ssl_factory(name: str, in_features: int, overrides: Dict[str, Any]) -> Callable[[], Any]:
+    """A zero-argument factory of self-supervised model ``name`` (config checked right away)."""
+    from sgl.models.ssl_baselines import build_ssl_model, ssl_model_config
+
+    config = ssl_model_config(name, **overrides)
+    return lambda: build_ssl_model(name, in_features, config)
+
+
+def _run_ssl(config: RunConfig, log: Log, progress: bool) -> Dict[str, Any]:
+    import sgl.datasets
+    from sgl.data import Graph
+
+    data = sgl.datasets.load(config.dataset, root=config.root, **config.dataset_options)
+    opts = config.task_options
+    if config.task == "graph":
+        from sgl.tasks.graph_classification import run_graph_classification
+
+        if isinstance(data, Graph):
+            raise ConfigError(f"dataset {config.dataset!r} is a single graph; graph classification needs a "
+                              f"collection such as mutag or proteins")
+        factory = ssl_factory(config.model, data.num_features, config.model_config)
+        log(f"dataset: {config.dataset} ({len(data)} graphs, {data.num_classes} classes); model: {factory()!r}")
+        results = run_graph_classification(factory, data, config.seeds, opts["folds"], opts["pooling"],
+                                           opts["classifier"], progress=progress)
+    elif config.task == "link":
+        from sgl.tasks.link_prediction import run_link_prediction
+
+        if not isinstance(data, Graph):
+            raise ConfigError(f"dataset {config.dataset!r} is a graph collection; link prediction needs one graph")
+        factory = ssl_factory(config.model, data.num_features, config.model_config)
+        log(f"dataset: {config.dataset} ({data.num_nodes:,} nodes, {data.num_edges:,} edges); model: {factory()!r}")
+        results = run_link_prediction(factory, data, config.seeds, opts["val_ratio"], opts["test_ratio"],
+                                      progress=progress)
+    else:
+        from sgl.tasks.clustering import run_clustering
+
+        if not hasattr(data, "num_nodes"):
+            raise ConfigError(f"dataset {config.dataset!r} is a graph collection; node clustering needs one graph")
+        if isinstance(opts["n_init"], bool) or not isinstance(opts["n_init"], int) or opts["n_init"] < 1:
+            raise ConfigError(f"--cluster-n-init must be >= 1, got {opts['n_init']}")
+        factory = ssl_factory(config.model, data.num_features, config.model_config)
+        log(f"dataset: {config.dataset} ({data.num_nodes:,} nodes, {data.num_classes} classes); model: {factory()!r}")
+        results = run_clustering(factory, data, config.seeds, n_init=opts["n_init"], progress=progress)
+    return {"task": config.task, "model": config.model, "dataset": config.dataset, "config": config.to_dict(),
+            **results}
+
+
+# ---------------------------------------------------------------------------- CTR
+def _run_ctr(config: RunConfig, log: Log) -> Dict[str, Any]:
+    import sgl.datasets
+    from sgl.embeddings import build_embedding
+    from sgl.models.ctr import build_ctr_model, ctr_model_config
+    from sgl.tasks.ctr import CTRTrainConfig, run_ctr
+
+    task = sgl.datasets.dataset_task(config.dataset)
+    if task is not None and task != "ctr":
+        ctr_names = sorted(name.lower() for name, _, t in sgl.datasets.list_datasets() if t == "ctr")
+        raise ConfigError(f"dataset {config.dataset!r} is a {task} dataset; --task ctr needs one of "
+                          f"{', '.join(ctr_names)}")
+    data = sgl.datasets.load(config.dataset, root=config.root, **config.dataset_options)
+    if not all(hasattr(data, a) for a in ("global_ids", "field_dims", "split")):  # duck-typed: CTRData
+        raise ConfigError(f"dataset {config.dataset!r} did not load as CTR data")
+    model_cfg = ctr_model_config(**config.model_config)
+    ctr = config.ctr
+    train, val, test = data.split(tuple(ctr.split), seed=0)
+    log(f"dataset: {config.dataset} ({len(data):,} rows, {data.num_fields} fields, {data.num_dense} dense, "
+        f"{data.num_embeddings:,} ids, CTR {data.labels.mean():.3f}, split {len(train)}/{len(val)}/{len(test)})")
+
+    def factory(seed: int) -> Any:
+        options = dict(ctr.embedding_options)
+        if ctr.embedding in ("hash", "cafe", "cafe+"):
+            options.setdefault("seed", seed)
+        if ctr.embedding == "hash-field" or options.get("cold") == "field":
+            options.setdefault("field_dims", list(data.field_dims))   # per-field layouts need the field sizes
+        embedding = build_embedding(ctr.embedding, data.num_embeddings, ctr.embed_dim, ratio=ctr.compression,
+                                    **options)
+        return build_ctr_model(config.model, embedding, data.num_fields, ctr.embed_dim, data.num_dense, model_cfg)
+
+    log(f"model: {config.model} over {factory(0).embedding!r}")
+    results = run_ctr(factory, train, val, test, config.seeds, CTRTrainConfig(train=config.train, block_rows=ctr.block_rows))
+    return _record(dataclasses.replace(config, model_config=model_cfg.to_dict()), results)
