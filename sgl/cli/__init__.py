@@ -12,10 +12,9 @@ prints the result through :mod:`sgl.cli.report`:
 
 Errors from bad input are printed as one ``error:`` line with exit status 2.
 
-    >>> from sgl.cli import main
-    >>> main(["datasets", "list"]) == 0   # doctest: +ELLIPSIS
-    karate ...
-    True
+    >>> from sgl.cli import build_parser
+    >>> build_parser().parse_args(["train", "--model", "sgc", "--k", "3"]).k
+    3
 """
 from sgl.cli.main import build_parser, main
 

@@ -68,7 +68,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sgl.comm import _state
+import sgl.comm._state as _state
 from sgl.comm._errors import _error, _translate, _wait, _where
 from sgl.comm._state import _DEFAULT_TIMEOUT, _ENV_HELP, Group, ReduceOpName, _Config
 from sgl.comm._validate import (

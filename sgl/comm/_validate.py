@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from sgl.comm import _state
+import sgl.comm._state as _state
 from sgl.comm._state import _DEFAULT_TIMEOUT, _ENV_HELP, Group
 from sgl.comm.world import is_initialized
 from sgl.errors import CommError

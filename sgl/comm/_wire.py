@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from sgl.comm import _state
+import sgl.comm._state as _state
 from sgl.comm._errors import _where
 from sgl.comm._state import Group
 from sgl.comm.world import get_backend

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from sgl.comm import _state
+import sgl.comm._state as _state
 from sgl.comm._state import _ENV_HELP, Group, _Config
 from sgl.device import DeviceLike, get_device
 from sgl.errors import CommError, SGLError

@@ -1,6 +1,6 @@
-"""SGAP configs whose hops are summed with fixed, closed-form weights (APPNP, GBP).
+r"""SGAP configs whose hops are summed with fixed, closed-form weights (APPNP, GBP).
 
-Such a model is a weighted sum of the propagated hops, :math:`\\sum_\\ell w_\\ell \\hat A^\\ell X`,
+Such a model is a weighted sum of the propagated hops, :math:`\sum_\ell w_\ell \hat A^\ell X`,
 followed by an MLP; the weights depend only on the config, so the sum is precomputed once by
 the ``weighted`` message operator.
 """

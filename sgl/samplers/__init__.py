@@ -1,9 +1,11 @@
 """Samplers for mini-batch GNN training and out-of-core graphs.
 
 In-memory samplers (:class:`NeighborSampler`, GraphSAINT, Cluster-GCN) and their loaders,
-disk-backed graph/feature stores with an I/O-counting layer, and OUTRE's de-redundancy
-(partition-based batches, historical embeddings, automatic cache space management) with
-the LRU and Ginex-like baselines (:mod:`sgl.samplers.outofcore`).
+disk-backed graph/feature stores with an I/O-counting layer, and the out-of-core cache policies
+(:mod:`sgl.samplers.outofcore`): OUTRE's de-redundancy (partition-based batches, historical
+embeddings, automatic cache space management) with the LRU and Ginex-like baselines. The
+out-of-core training loop and its run config are :class:`sgl.tasks.OutOfCoreTrainer` and
+:class:`sgl.tasks.OutOfCoreConfig`.
 """
 from sgl.samplers.block import Block, MiniBatch
 from sgl.samplers.caches import (BeladyFeatureCache, HistoricalEmbeddingCache, LRUFeatureCache, MemoryBudget,
@@ -12,7 +14,8 @@ from sgl.samplers.io import IOCounter
 from sgl.samplers.loader import NodeLoader
 from sgl.samplers.models import SampledGNN
 from sgl.samplers.neighbor import CSRAdjacency, NeighborSampler, check_fanouts, sample_neighbors
-from sgl.samplers.outofcore import OutOfCoreConfig, OutOfCoreTrainer
+from sgl.samplers.outofcore import (POLICIES, GinexPolicy, LRUPolicy, OUTREPolicy, OutOfCorePolicy, OutOfCoreSampling,
+                                    make_policy)
 from sgl.samplers.partition import cross_partition_degree, fennel_partition, fennel_two_level
 from sgl.samplers.store import (DiskAdjacency, FeatureStore, GraphStore, ResidentRows, StoreWriter, open_store,
                                 write_store)
@@ -26,5 +29,6 @@ __all__ = [
     "write_store",
     "MemoryBudget", "parse_bytes", "LRUFeatureCache", "StaticFeatureCache", "BeladyFeatureCache",
     "HistoricalEmbeddingCache",
-    "OutOfCoreConfig", "OutOfCoreTrainer", "fennel_partition", "fennel_two_level", "cross_partition_degree",
+    "OutOfCoreSampling", "OutOfCorePolicy", "LRUPolicy", "GinexPolicy", "OUTREPolicy", "POLICIES", "make_policy",
+    "fennel_partition", "fennel_two_level", "cross_partition_degree",
 ]

@@ -1,17 +1,20 @@
 """Multi-objective search over the design space with optuna (PaSca's search engine).
 
 The optimizer is optuna's multi-objective TPE (``tpe``, default) or NSGA-II (``nsga2``);
-``random`` is the baseline. Studies live in any optuna storage: in memory, a SQLite file
+``random`` is the baseline; any other optuna sampler object can be passed
+(``SearchConfig(sampler=...)``, see :mod:`sgl.search.config`). Studies live in any optuna
+storage: in memory, a SQLite file
 (``study.db`` or ``sqlite:///study.db``) or any RDB URL, so a search resumes after a
 crash and several processes or machines can work on one study. Every finished trial is
 committed to the storage as it ends; killing a search loses only the running trials.
 
 Example:
     >>> import sgl
-    >>> from sgl.search import DesignSpace, SearchConfig, run_search
+    >>> from sgl.search import DesignSpace, SearchConfig, run_search, search_train_config
     >>> graph = sgl.datasets.load("karate")
     >>> space = DesignSpace(k=(1, 3), num_layers=(1, 2), hidden=[16], post_steps=(0, 1))
-    >>> config = SearchConfig(objectives="accuracy,latency", trials=3, epochs=5, progress=False)
+    >>> config = SearchConfig(objectives="accuracy,latency", trials=3, train=search_train_config(epochs=5),
+    ...                       progress=False)
     >>> result = run_search(graph, space, config)
     >>> len(result.trials), len(result.front) >= 1
     (3, True)
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -28,84 +31,16 @@ import torch
 
 from sgl.errors import ConfigError, FeatureError, SearchError
 from sgl.search.cache import HopCache
+from sgl.search.config import OPTIMIZERS, SearchConfig
 from sgl.search.evaluate import DesignEvaluator
 from sgl.search.objectives import Objective, hypervolume_2d, pareto_front, parse_objectives
 from sgl.search.space import DesignSpace
-from sgl.tasks import TrainConfig
+from sgl.tasks.config import TrainConfig
 
 __all__ = ["SearchConfig", "SearchResult", "run_search", "open_study", "load_result", "export_config",
            "storage_url", "OPTIMIZERS"]
 
-OPTIMIZERS = ("tpe", "nsga2", "random")
 _META = "sgl_search"
-
-
-@dataclass
-class SearchConfig:
-    """Settings of one search (all serialisable; stored in the study for resume and export).
-
-    Args:
-        objectives: two or more of :data:`sgl.search.OBJECTIVES` (``"accuracy,latency"``).
-        trials: number of *completed* trials the study should end with (across restarts
-            and processes sharing the storage).
-        timeout: stop starting new trials after this many seconds (None = no limit).
-        optimizer: ``tpe`` (multi-objective TPE), ``nsga2`` or ``random``.
-        seed: seeds the optimizer and every trial's training.
-        storage: None (in memory), a file path (SQLite) or an optuna RDB URL.
-        study_name: name inside the storage (default ``sgl-<dataset>``).
-        n_jobs: parallel trials in this process (threads); use several processes on one
-            storage to scale further.
-        lr, weight_decay, epochs, patience: training of every trial (Adam).
-        startup_trials: random trials before TPE/NSGA-II start modelling.
-    """
-
-    objectives: Union[str, Sequence[str]] = "accuracy,latency"
-    trials: int = 60
-    timeout: Optional[float] = None
-    optimizer: str = "tpe"
-    seed: int = 0
-    storage: Optional[str] = None
-    study_name: Optional[str] = None
-    n_jobs: int = 1
-    lr: float = 0.01
-    weight_decay: float = 5e-4
-    epochs: int = 200
-    patience: Optional[int] = 50
-    startup_trials: int = 10
-    progress: bool = True
-    device: Optional[str] = None
-    #: torch intra-op threads while searching (None = torch's default); 1 is fastest for
-    #: small graphs on a busy machine
-    threads: Optional[int] = None
-
-    def __post_init__(self) -> None:
-        self.objective_list: List[Objective] = parse_objectives(self.objectives)
-        self.objectives = ",".join(o.name for o in self.objective_list)
-        if self.optimizer not in OPTIMIZERS:
-            raise ConfigError(f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
-        if not isinstance(self.trials, int) or self.trials < 1:
-            raise ConfigError(f"trials must be a positive integer, got {self.trials!r}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise ConfigError(f"timeout must be positive seconds or None, got {self.timeout}")
-        if not isinstance(self.n_jobs, int) or self.n_jobs < 1:
-            raise ConfigError(f"n_jobs must be a positive integer, got {self.n_jobs!r}")
-        if self.n_jobs > 1 and "memory" in self.objectives.split(","):
-            raise ConfigError("the memory objective is measured per process; with n_jobs > 1 trials would share "
-                              "it. Run several processes on one --storage instead of --n-jobs")
-        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
-            raise ConfigError(f"threads must be a positive integer or None, got {self.threads!r}")
-        if self.startup_trials < 1:
-            raise ConfigError(f"startup_trials must be >= 1, got {self.startup_trials}")
-        self.train_config()  # validates lr/epochs/...
-
-    def train_config(self) -> TrainConfig:
-        return TrainConfig(lr=self.lr, weight_decay=self.weight_decay, epochs=self.epochs, patience=self.patience,
-                           device=self.device, progress=False)
-
-    def to_dict(self) -> Dict[str, Any]:
-        out = asdict(self)
-        out.pop("objective_list", None)
-        return out
 
 
 @dataclass
@@ -171,6 +106,8 @@ def _rdb_storage(storage: Optional[str]):
 def _make_sampler(config: SearchConfig, offset: int):
     import optuna
 
+    if config.sampler is not None:  # the caller's object, with the caller's seed
+        return config.sampler
     seed = config.seed + offset  # a resumed search must not replay the first trials' random draws
     if config.optimizer == "random":
         return optuna.samplers.RandomSampler(seed=seed)
@@ -326,9 +263,13 @@ def _check_graph(graph: Any) -> None:
 
 
 def _train_dict(config: SearchConfig) -> Dict[str, Any]:
+    """The training a replay of a trial needs (``sgl search export``): no device or progress bar,
+    and batch sizes only where they differ from :class:`TrainConfig`'s defaults."""
     train = config.train_config().to_dict()
+    defaults = TrainConfig().to_dict()
     for key in ("progress", "device", "eval_batch_size", "batch_size"):
-        train.pop(key, None)
+        if key in ("progress", "device") or train.get(key) == defaults[key]:
+            train.pop(key, None)
     return train
 
 

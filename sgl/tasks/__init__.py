@@ -1,5 +1,16 @@
-"""Training loops and metrics."""
+"""Every training loop and metric of SGL, and the one run entry point.
+
+* :class:`RunConfig` + :func:`run` -- a typed, serialisable run (what ``sgl train`` builds); a
+  run record's ``"config"`` replays it.
+* :class:`TrainConfig` (:mod:`sgl.tasks.config`) -- the one definition of optimisation settings.
+* node classification (:class:`Trainer`, :func:`run_node_classification`, GAMLP's RLU),
+  sampled mini-batches (:mod:`sgl.tasks.minibatch`), out-of-core training
+  (:mod:`sgl.tasks.outofcore`), self-supervised pre-training (:func:`pretrain`), structure
+  learning (:func:`learn_structure`), link prediction, clustering, graph classification, CTR.
+"""
+from sgl.tasks.config import TrainConfig
 from sgl.tasks.metrics import accuracy, macro_f1
+from sgl.tasks.stats import peak_rss_mb
 from sgl.tasks.node_classification import (
     Distillation,
     TrainConfig,
@@ -14,9 +25,17 @@ from sgl.tasks.graph_classification import batch_graphs, evaluate_graph_embeddin
 from sgl.tasks.linear_probe import linear_probe
 from sgl.tasks.link_prediction import EdgeSplit, link_metrics, link_scores, run_link_prediction, split_edges
 from sgl.tasks.pseudo_labels import model_pseudo_labels
+from sgl.tasks.ssl_pretraining import pretrain
+from sgl.tasks.structure_learning import learn_structure, rwgsl_pseudo_labels
+from sgl.tasks.outofcore import OutOfCoreConfig, OutOfCoreTrainer
 
 __all__ = ["accuracy", "macro_f1", "TrainConfig", "Trainer", "Distillation", "run_node_classification",
            "seed_everything", "summarize", "RLUConfig", "train_rlu",
            "linear_probe", "cluster_metrics", "clustering_accuracy", "kmeans", "run_clustering",
            "EdgeSplit", "split_edges", "link_scores", "link_metrics", "run_link_prediction",
-           "batch_graphs", "pool", "evaluate_graph_embeddings", "run_graph_classification", "model_pseudo_labels"]
+           "batch_graphs", "pool", "evaluate_graph_embeddings", "run_graph_classification", "model_pseudo_labels",
+           "pretrain", "learn_structure", "rwgsl_pseudo_labels",
+           "OutOfCoreConfig", "OutOfCoreTrainer",
+           "RunConfig", "StructureConfig", "SamplingConfig", "CTRConfig", "run", "peak_rss_mb"]
+from sgl.tasks.run_config import CTRConfig, RunConfig, SamplingConfig, StructureConfig  # noqa: E402
+from sgl.tasks.run import run  # noqa: E402

@@ -1,4 +1,5 @@
-"""Out-of-core node classification from a disk store, as a :class:`~sgl.tasks.RunConfig` path.
+"""Out-of-core node classification from a disk store: the :class:`~sgl.tasks.RunConfig` path of
+``sgl train --sampler lru|ginex|outre``.
 
 ``--sampler lru|ginex|outre --dataset store:DIR --memory-budget 256MB``: one
 :class:`OutOfCoreTrainer` per seed over the store, every cache within the byte budget.
@@ -11,7 +12,6 @@ from typing import Any, Callable, Dict
 import numpy as np
 
 from sgl.errors import ConfigError
-from sgl.tasks.run_config import RunConfig
 from sgl.tasks.stats import summarize
 
 __all__ = ["run_out_of_core", "out_of_core_train_defaults"]
@@ -26,7 +26,7 @@ def out_of_core_train_defaults() -> Dict[str, Any]:
     return {name: OutOfCoreConfig.__dataclass_fields__[name].default for name in _TRAIN_FIELDS}
 
 
-def run_out_of_core(config: RunConfig, log: Callable[[str], None], progress: bool) -> Dict[str, Any]:
+def run_out_of_core(config: Any, log: Callable[[str], None], progress: bool) -> Dict[str, Any]:
     from sgl.samplers.outofcore import OutOfCoreConfig, OutOfCoreTrainer
     from sgl.samplers.store import open_store
 

@@ -1,4 +1,4 @@
-"""Structure learning as a task: RWGSL's pseudo-label model, and running any structure learner.
+r"""Structure learning as a task: RWGSL's pseudo-label model, and running any structure learner.
 
 The learners of :mod:`sgl.models.gsl` are parameter-free; RWGSL scores candidate edges partly
 by how alike the endpoints' pseudo-labels are. :func:`rwgsl_pseudo_labels` trains RWGSL's

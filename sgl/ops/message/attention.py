@@ -37,7 +37,7 @@ class JKAttention(_PerNodeWeighted, _LearnableOperator):
         hidden (int): width of the reference MLP's hidden layers.
         num_layers (int): linear layers in the reference MLP (``>= 1``).
         act (str): score activation ``sigmoid``, ``relu`` or ``leaky_relu`` (slope 0.2).
-            GAMLP's argparse default is ``relu``; its OGB presets use ``leaky_relu``
+            GAMLP's command-line default is ``relu``; its OGB presets use ``leaky_relu``
             (products, mag) and ``sigmoid`` (papers100M). The default here is ``leaky_relu``
             because with ``relu`` a node whose scores are all negative gets uniform weights
             and no gradient.

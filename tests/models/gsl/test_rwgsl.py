@@ -4,7 +4,7 @@ import torch
 import sgl
 from sgl.data import Graph
 from sgl.errors import ConfigError, FeatureError, GraphError
-from sgl.models.rwgsl import (
+from sgl.models.gsl import (
     RWGSL,
     KNNGraph,
     KNNGraphConfig,
@@ -18,6 +18,7 @@ from sgl.models.rwgsl import (
     random_walks,
     structure_learner,
 )
+from sgl.tasks.structure_learning import learn_structure, rwgsl_pseudo_labels
 
 
 def undirected(edges, n, **data):
@@ -110,11 +111,11 @@ def test_rwgsl_adds_same_class_edges_on_a_path():
 def test_rwgsl_default_pseudo_labels_and_cora_like_run():
     g = sgl.datasets.csbm(num_nodes=300, num_classes=3, avg_degree=6, homophily=0.7, seed=0)
     learner = RWGSL(RWGSLConfig(rounds=2, pseudo_epochs=30, high=1.2, low=0.5), seed=0)
-    probs = learner.pseudo_labels(g)
+    probs = rwgsl_pseudo_labels(g, learner.config, learner.seed)
     assert probs.shape == (300, 3)
     train = g.train_mask
     assert torch.equal(probs[train].argmax(1), g.y[train])  # clamped to the true labels
-    out = learner.learn(g)
+    out = learn_structure(learner, g)
     assert out.num_nodes == 300 and out.is_symmetric() and not out.has_self_loops()
     assert len(learner.history) == 2
 
@@ -176,8 +177,8 @@ def test_hard_pseudo_labels_use_the_arg_max():
 
 def test_rwgsl_is_seeded():
     g = two_cliques()
-    a = RWGSL(RWGSLConfig(rounds=1, high=1.0), seed=3).learn(g)
-    b = RWGSL(RWGSLConfig(rounds=1, high=1.0), seed=3).learn(g)
+    a = learn_structure(RWGSL(RWGSLConfig(rounds=1, high=1.0), seed=3), g)
+    b = learn_structure(RWGSL(RWGSLConfig(rounds=1, high=1.0), seed=3), g)
     assert torch.equal(a.edge_index, b.edge_index)
 
 
@@ -201,7 +202,7 @@ def test_bad_thresholds_and_options():
 def test_graph_without_features():
     g = Graph.from_edge_index(torch.tensor([[0, 1], [1, 0]]))
     with pytest.raises(FeatureError, match="no x"):
-        RWGSL().learn(g)
+        learn_structure(RWGSL(), g)
     with pytest.raises(FeatureError, match="no x"):
         KNNGraph().learn(g)
 
@@ -218,7 +219,7 @@ def test_bad_pseudo_labels():
         RWGSL().learn(g, pseudo_labels=torch.ones(3, 2))
     g.y = None
     with pytest.raises(FeatureError, match="integer node labels"):
-        RWGSL().learn(g)
+        learn_structure(RWGSL(), g)
 
 
 def test_knn_graph_and_none_baseline():
@@ -240,3 +241,21 @@ def test_knn_graph_inverted_file_path():
     s, d = out.edge_index
     assert float((g.y[s] == g.y[d]).float().mean()) > 0.95
     assert out.num_edges >= 400 * 5 * 0.9  # IVF may miss a few true neighbours, never most
+
+
+def test_learn_without_pseudo_labels_uses_the_installed_base_model():
+    # RWGSL.learn(graph) (the CLI's call) gets the task's base model; learn_structure is the same run
+    g = two_cliques()
+    assert RWGSL.default_pseudo_labeler is not None
+    a = RWGSL(RWGSLConfig(rounds=1, high=1.0), seed=3).learn(g)
+    b = learn_structure(RWGSL(RWGSLConfig(rounds=1, high=1.0), seed=3), g)
+    assert torch.equal(a.edge_index, b.edge_index)
+    assert torch.equal(learn_structure(NoStructureLearning(), g).edge_index, NoStructureLearning().learn(g).edge_index)
+
+
+def test_old_module_path_still_imports():
+    import sgl.models.gsl as gsl
+    import sgl.models.rwgsl as old
+
+    for name in old.__all__:
+        assert getattr(old, name) is getattr(gsl, name)
