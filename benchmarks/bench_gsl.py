@@ -3,7 +3,7 @@
 Both methods start from the same seeded CSBM graph (``sgl.datasets.csbm``: ``--degree``
 average degree, ``--features`` Gaussian features, 5 classes, the planetoid-style split that
 the pseudo-label model trains on). Each (method, size) runs in its own fresh process so
-peak memory is not polluted by the other run. Timed: ``learner.learn(graph)`` only (RWGSL:
+peak memory is not polluted by the other run. Timed: ``learn_structure(learner, graph)`` only (RWGSL:
 its pseudo-label model, label propagation, candidate generation, scoring and edits;
 kNN: index build and search, symmetrisation). Memory: the process's peak RSS (``VmHWM``)
 and the peak increase over the RSS right after the graph was built (reset through
@@ -33,7 +33,8 @@ def worker(method: str, nodes: int, args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     sys.path.insert(0, str(HERE.parent))
     import sgl
-    from sgl.models.rwgsl import RWGSL, KNNGraph, KNNGraphConfig, RWGSLConfig
+    from sgl.models.gsl import RWGSL, KNNGraph, KNNGraphConfig, RWGSLConfig
+    from sgl.tasks.structure_learning import learn_structure
 
     graph = sgl.datasets.csbm(num_nodes=nodes, num_classes=5, avg_degree=args.degree, num_features=args.features,
                               homophily=0.7, seed=0)
@@ -48,7 +49,7 @@ def worker(method: str, nodes: int, args: argparse.Namespace) -> dict:
     rss_loaded = status_kb("VmRSS")
     reset_peak()
     start = time.perf_counter()
-    out = learner.learn(graph)
+    out = learn_structure(learner, graph)
     elapsed = time.perf_counter() - start
     peak = status_kb("VmHWM")
     return {"method": method, "nodes": nodes, "edges_in": graph.num_edges, "edges_out": out.num_edges,

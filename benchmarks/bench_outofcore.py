@@ -37,9 +37,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sgl.samplers import StoreWriter, open_store, write_store  # noqa: E402
-from sgl.samplers.outofcore import OutOfCoreConfig, OutOfCoreTrainer  # noqa: E402
+from sgl.samplers.outofcore import METHODS  # noqa: E402
+from sgl.tasks import OutOfCoreConfig, OutOfCoreTrainer  # noqa: E402
 
-METHODS = ("lru", "ginex", "outre")
 #: ablation rows: OUTRE's partition batches and neighbour cache without the embedding cache;
 #: OUTRE with each partition group's CSR loaded up front (instead of neighbour lists on demand)
 VARIANTS = {"outre-noemb": {"method": "outre", "embedding_cache": False},
@@ -178,10 +178,11 @@ def run_synthetic(args) -> dict:
     rows = {}
     for name, method, staleness in _runs(args.methods, args.staleness):
         store = open_store(path, verify="size")
-        cfg = OutOfCoreConfig(**_method(method), fanouts=args.fanouts, batch_size=args.batch_size,
-                              memory_budget=args.budget, hidden=args.hidden, seed=0, staleness=staleness,
-                              profile_epochs=args.profile_epochs, partition_passes=args.partition_passes,
-                              reset_caches=args.reset_caches, group_size=args.group_size, num_parts=args.num_parts)
+        cfg = OutOfCoreConfig.from_flat(**_method(method), fanouts=args.fanouts, batch_size=args.batch_size,
+                                        memory_budget=args.budget, hidden=args.hidden, seed=0, staleness=staleness,
+                                        profile_epochs=args.profile_epochs, partition_passes=args.partition_passes,
+                                        reset_caches=args.reset_caches, group_size=args.group_size,
+                                        num_parts=args.num_parts)
         t0 = time.perf_counter()
         trainer = OutOfCoreTrainer(store, cfg)
         prep_time = time.perf_counter() - t0
@@ -228,9 +229,10 @@ def run_cora(args) -> dict:
         accs, vals, bytes_, times = [], [], [], []
         for seed in range(args.cora_seeds):
             store = open_store(path)
-            cfg = OutOfCoreConfig(**{"fanouts": args.fanouts, "batch_size": args.cora_batch_size,
-                                     "memory_budget": args.cora_budget, "hidden": 64, "seed": seed,
-                                     "group_size": args.cora_group_size, "epochs": args.cora_epochs, **overrides})
+            cfg = OutOfCoreConfig.from_flat(**{"fanouts": args.fanouts, "batch_size": args.cora_batch_size,
+                                               "memory_budget": args.cora_budget, "hidden": 64, "seed": seed,
+                                               "group_size": args.cora_group_size, "epochs": args.cora_epochs,
+                                               **overrides})
             record = OutOfCoreTrainer(store, cfg).fit(eval_fanouts=full)  # exact (all-neighbour) evaluation
             accs.append(record["test_acc"])
             vals.append(record["val_acc"])
@@ -302,7 +304,7 @@ def main() -> None:
     # OUTRE's default bound (100 iterations) is ~8% of a papers100M epoch (~1,200 batches); Cora
     # has ~9 batches per epoch, so a bound of the same epoch fraction is below one iteration
     parser.add_argument("--cora-candidates", default=CORA_CANDIDATES,
-                        help="OUTRE settings to run on Cora: ';'-separated KEY=VALUE,... OutOfCoreConfig overrides")
+                        help="OUTRE settings to run on Cora: ';'-separated KEY=VALUE,... OutOfCoreConfig.from_flat overrides")
     parser.add_argument("--cora-saving", type=float, default=0.4,
                         help="byte saving vs Ginex-like an OUTRE candidate must reach to be selected")
     parser.add_argument("--skip-synthetic", action="store_true")

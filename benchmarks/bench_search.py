@@ -18,7 +18,7 @@ import time
 import torch
 
 import sgl
-from sgl.search import DesignSpace, HopCache, SearchConfig, run_search
+from sgl.search import DesignSpace, HopCache, SearchConfig, run_search, search_train_config
 
 
 def main() -> None:
@@ -43,7 +43,8 @@ def main() -> None:
     for seed in range(args.seeds):
         for optimizer in (args.optimizer, "random"):
             config = SearchConfig(objectives="accuracy,latency", trials=args.trials, optimizer=optimizer, seed=seed,
-                                  epochs=args.epochs, patience=args.patience, progress=True, threads=args.threads)
+                                  train=search_train_config(epochs=args.epochs, patience=args.patience),
+                                  progress=True, threads=args.threads)
             start = time.perf_counter()
             result = run_search(graph, space, config, dataset=args.dataset, cache=cache)
             runs[optimizer, seed] = (result, time.perf_counter() - start)

@@ -21,7 +21,7 @@ Parts (run one or several; each prints its table and writes JSON to --out-dir):
   ``rwgsl-oracle`` is a diagnostic ceiling only: the selected setting run with the true labels
   of every node as pseudo-labels.
 * ``gcmae-preset``: GCMAE with a named preset (``--preset cora``: the official Cora
-  configuration, :func:`sgl.models.gcmae.gcmae_config`) on Cora; linear probe with that
+  configuration, :func:`sgl.models.ssl.gcmae_config`) on Cora; linear probe with that
   protocol (lr 0.01, weight decay 1e-4, 400 epochs, best-validation epoch) and k-means.
   Seeds are claimed through files in ``--out-dir``, so several processes can share
   ``--seeds``; each finished seed is written to its own JSON at once.
@@ -47,15 +47,16 @@ import sgl  # noqa: E402
 from sgl.models import GCN  # noqa: E402
 from sgl.device import get_device  # noqa: E402
 from sgl.fileio import atomic_write  # noqa: E402
-from sgl.models.gcmae import GCMAE, gcmae_config  # noqa: E402
-from sgl.models.rwgsl import RWGSL, KNNGraph, KNNGraphConfig, RWGSLConfig  # noqa: E402
-from sgl.models.ssl_baselines import build_ssl_model, ssl_model_config  # noqa: E402
+from sgl.models.gsl import RWGSL, KNNGraph, KNNGraphConfig, RWGSLConfig  # noqa: E402
+from sgl.models.ssl import GCMAE, build_ssl_model, gcmae_config, ssl_model_config  # noqa: E402
 from sgl.tasks import TrainConfig, run_node_classification  # noqa: E402
 from sgl.tasks.clustering import cluster_metrics, kmeans  # noqa: E402
 from sgl.tasks.graph_classification import batch_graphs, evaluate_graph_embeddings, pool  # noqa: E402
 from sgl.tasks.linear_probe import linear_probe  # noqa: E402
 from sgl.tasks.pseudo_labels import model_pseudo_labels  # noqa: E402
 from sgl.tasks.link_prediction import link_metrics, link_scores, split_edges  # noqa: E402
+from sgl.tasks.ssl_pretraining import pretrain  # noqa: E402
+from sgl.tasks.structure_learning import rwgsl_pseudo_labels  # noqa: E402
 
 # Settings per self-supervised model (the CPU-friendly defaults of each config plus these).
 SSL_SETTINGS = {
@@ -101,7 +102,7 @@ def rwgsl_grid(args):
 def part_rwgsl_grid(args, out):
     """One shard of the RWGSL grid: GCN validation accuracy on each refined graph."""
     cora = sgl.datasets.load("cora", root=os.path.join(args.root, "planetoid"))
-    pseudo = RWGSL(RWGSLConfig(), seed=0).pseudo_labels(cora)
+    pseudo = rwgsl_pseudo_labels(cora, RWGSLConfig(), seed=0)
     grid = rwgsl_grid(args)[args.shard::args.num_shards]
     rows = []
     for kw in grid:
@@ -138,7 +139,7 @@ def part_rwgsl(args, out):
     result["original"] = gcn_record(cora, seeds, args.device)
     print(f"GCN original graph: test {fmt(result['original']['test'])} val {fmt(result['original']['val'])} "
           f"({time.perf_counter() - t:.1f} s)", flush=True)
-    pseudo = RWGSL(RWGSLConfig(), seed=0).pseudo_labels(cora)
+    pseudo = rwgsl_pseudo_labels(cora, RWGSLConfig(), seed=0)
     config = dict(best["config"])
     config["exponents"] = tuple(config["exponents"])
     learner = RWGSL(RWGSLConfig(**config), seed=0)
@@ -165,14 +166,14 @@ def ssl_run(name, config, cora, seeds, link=True):
     probe, clus, links = [], [], []
     for seed in seeds:
         model = build_ssl_model(name, cora.num_features, config)
-        model.fit(cora, seed=seed)
+        pretrain(model, cora, seed=seed)
         emb = model.embed(cora)
         probe.append(linear_probe(emb, cora, seed=seed))
         clus.append(cluster_metrics(kmeans(emb, cora.num_classes, seed=seed), cora.y))
         if link:
             split = split_edges(cora, 0.05, 0.1, seed=seed)
             model = build_ssl_model(name, cora.num_features, config)
-            model.fit(split.train_graph, seed=seed)
+            pretrain(model, split.train_graph, seed=seed)
             emb = model.embed(split.train_graph)
             links.append(link_metrics(link_scores(emb, split.test_pos), link_scores(emb, split.test_neg)))
     row = {"probe_test": stat([p["test_acc"] for p in probe]), "probe_val": stat([p["val_acc"] for p in probe]),
@@ -254,7 +255,7 @@ def part_graph(args, out):
             t = time.perf_counter()
             for seed in range(args.graph_seeds):
                 model = build_ssl_model(name, ds.num_features, config)
-                model.fit(union, seed=seed)
+                pretrain(model, union, seed=seed)
                 pooled = pool(model.embed(union), graph_id, len(ds), "mean")
                 r = evaluate_graph_embeddings(pooled, ds.labels, 10, seed=seed, n_jobs=args.jobs)
                 accs.append(r["acc"])
@@ -303,7 +304,7 @@ def ensemble_pseudo_labels(graph, source, seeds, device=None):
         parts = [ensemble_pseudo_labels(graph, s, seeds, device)[0] for s in source.split("+")]
         probs = torch.stack(parts).mean(0)
     elif source == "builtin":
-        probs = RWGSL(RWGSLConfig(), seed=0).pseudo_labels(graph)
+        probs = rwgsl_pseudo_labels(graph, RWGSLConfig(), seed=0)
     else:  # the library's ensemble: seeds 0..n-1, validation-selected epochs, training rows clamped
         probs = model_pseudo_labels(graph, source, seeds, device=device)
     val = graph.val_mask
@@ -481,7 +482,7 @@ def part_gcmae_preset(args, out):
         start = time.perf_counter()
         cpu = time.process_time()
         model = GCMAE(cora.num_features, config)
-        history = model.fit(cora, seed=seed, callback=callback)
+        history = pretrain(model, cora, seed=seed, callback=callback)
         fit_s, fit_cpu_s = time.perf_counter() - start, time.process_time() - cpu
         emb = model.embed(cora)
         row = {"seed": seed, "config": config.to_dict(), "fit_s": fit_s, "fit_cpu_s": fit_cpu_s,

@@ -2,7 +2,8 @@
 
 Besides the SGAP zoo (:data:`MODELS`): full-batch message-passing baselines, self-supervised
 models (:mod:`sgl.models.ssl`), structure learners (:mod:`sgl.models.gsl`) and CTR models.
-Models never train themselves: every training loop is in :mod:`sgl.tasks`.
+Models never train themselves: every training loop is in :mod:`sgl.tasks`, which drives them
+through the declared :class:`ScalableModel` protocol (precompute / forward / postprocess / full_batch).
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any, Dict, Tuple, Type
 
 from sgl.errors import ConfigError
 from sgl.models.appnp import APPNP, APPNPConfig
-from sgl.models.base import SGAPConfig, SGAPModel
+from sgl.models.base import ScalableModel, SGAPConfig, SGAPModel
 from sgl.models.ctr import CTR_MODELS, DCN, DLRM, WDL, CTRModelConfig, DeepFM, build_ctr_model
 from sgl.models.features import FullGraphInput, NodeFeatures
 from sgl.models.gamlp import GAMLP, GAMLPConfig
@@ -31,7 +32,7 @@ from sgl.models.ssl import (
 )
 
 __all__ = [
-    "SGAPModel", "SGAPConfig", "NodeFeatures", "FullGraphInput", "MLP", "ResMLP",
+    "ScalableModel", "SGAPModel", "SGAPConfig", "NodeFeatures", "FullGraphInput", "MLP", "ResMLP",
     "SGC", "SGCConfig", "SIGN", "SIGNConfig", "S2GC", "S2GCConfig", "GBP", "GBPConfig",
     "APPNP", "APPNPConfig", "NAFS", "NAFSConfig", "GAMLP", "GAMLPConfig",
     "PaSCaV1", "PaSCaV1Config", "PaSCaV2", "PaSCaV2Config", "PaSCaV3", "PaSCaV3Config",

@@ -23,12 +23,14 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Tuple, Union
 
 import torch
 
+from sgl._checks import check_int, format_bytes, parse_bytes
 from sgl.errors import ConfigError
 from sgl.ops import get_operator, propagate_hops, row_normalize
+from sgl.search.checks import keep_message
 
 __all__ = ["HopCache"]
 
@@ -39,22 +41,21 @@ class HopCache:
     Args:
         graph: the graph (with ``graph.x``).
         normalize_features (bool): row-normalise ``graph.x`` first (as SGAP models do).
-        max_bytes (int): budget for stored hops; the least recently used operator's hops
-            are dropped when a new entry would exceed it (one entry is always kept).
+        max_bytes (int or str): budget for stored hops (bytes, or a size such as ``"4GiB"``,
+            :func:`sgl._checks.parse_bytes`); the least recently used operator's hops are
+            dropped when a new entry would exceed it (one entry is always kept).
 
     Attributes:
         propagations (int): how many times hops were actually computed (misses and extensions).
         hits (int): requests served entirely from the cache.
     """
 
-    def __init__(self, graph: Any, normalize_features: bool = True, max_bytes: int = 4 * 2**30) -> None:
+    def __init__(self, graph: Any, normalize_features: bool = True, max_bytes: Union[int, str] = 4 * 2**30) -> None:
         if graph.x is None:
             raise ConfigError("the graph has no node features (graph.x); a search needs features to propagate")
-        if max_bytes <= 0:
-            raise ConfigError(f"max_bytes must be positive, got {max_bytes}")
+        self.max_bytes = parse_bytes(max_bytes, "max_bytes")
         self.graph = graph
         self.x = row_normalize(graph.x) if normalize_features else graph.x
-        self.max_bytes = int(max_bytes)
         self.propagations = 0
         self.hits = 0
         self._entries: "OrderedDict[str, Tuple[List[torch.Tensor], List[float]]]" = OrderedDict()
@@ -69,8 +70,7 @@ class HopCache:
 
     def get(self, operator: Mapping[str, Any], k: int) -> Tuple[List[torch.Tensor], float]:
         """``(hops[0..k], seconds)``: the hops and the measured time to compute ``k`` of them."""
-        if not isinstance(k, int) or k < 0:
-            raise ConfigError(f"k must be a non-negative integer, got {k!r}")
+        keep_message(f"k must be a non-negative integer, got {k!r}", check_int, k, 0)
         op = get_operator(**_operator_kwargs(operator))
         key = op.cache_key()
         with self._lock:
@@ -91,7 +91,7 @@ class HopCache:
             return hops[:k + 1], seconds[k]
 
     def __repr__(self) -> str:
-        return (f"HopCache({len(self._entries)} operator(s), {self._bytes() / 2**20:.1f} MB, "
+        return (f"HopCache({len(self._entries)} operator(s), {format_bytes(self._bytes())}, "
                 f"propagations={self.propagations}, hits={self.hits})")
 
 

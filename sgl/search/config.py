@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import InitVar, dataclass, field, fields, replace
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from sgl._checks import check_int, check_real
 from sgl.errors import ConfigError
+from sgl.search.checks import keep_message
 from sgl.search.objectives import Objective, parse_objectives
 from sgl.tasks.config import TrainConfig
 
@@ -60,14 +61,6 @@ def search_train_config(**overrides: Any) -> TrainConfig:
     (5, 50)
     """
     return TrainConfig(**{**SEARCH_TRAIN_DEFAULTS, **overrides})
-
-
-def _keep_message(message: str, check: Callable[..., Any], value: Any, *args: Any, **kwargs: Any) -> Any:
-    """Run an :mod:`sgl._checks` check, raising the search's own (historical) message."""
-    try:
-        return check(value, "value", *args, **kwargs)
-    except ConfigError:
-        raise ConfigError(message) from None
 
 
 def _is_sampler(value: Any) -> bool:
@@ -130,18 +123,18 @@ class SearchConfig:
         self._resolve_sampler()
         if self.sampler is None and self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
-        _keep_message(f"trials must be a positive integer, got {self.trials!r}", check_int, self.trials, 1)
+        keep_message(f"trials must be a positive integer, got {self.trials!r}", check_int, self.trials, 1)
         if self.timeout is not None:
-            _keep_message(f"timeout must be positive seconds or None, got {self.timeout}", check_real, self.timeout,
+            keep_message(f"timeout must be positive seconds or None, got {self.timeout}", check_real, self.timeout,
                           0.0, math.inf, open_low=True)
-        _keep_message(f"n_jobs must be a positive integer, got {self.n_jobs!r}", check_int, self.n_jobs, 1)
+        keep_message(f"n_jobs must be a positive integer, got {self.n_jobs!r}", check_int, self.n_jobs, 1)
         if self.n_jobs > 1 and "memory" in self.objectives.split(","):
             raise ConfigError("the memory objective is measured per process; with n_jobs > 1 trials would share "
                               "it. Run several processes on one --storage instead of --n-jobs")
         if self.threads is not None:
-            _keep_message(f"threads must be a positive integer or None, got {self.threads!r}", check_int,
+            keep_message(f"threads must be a positive integer or None, got {self.threads!r}", check_int,
                           self.threads, 1)
-        _keep_message(f"startup_trials must be >= 1, got {self.startup_trials}", check_real, self.startup_trials, 1.0)
+        keep_message(f"startup_trials must be >= 1, got {self.startup_trials}", check_real, self.startup_trials, 1.0)
         if isinstance(self.train, Mapping):
             self.train = _train_from_dict(self.train)
         if not isinstance(self.train, TrainConfig):

@@ -24,9 +24,11 @@ from sgl.device import get_device
 from sgl.models import SGAPConfig, SGAPModel
 from sgl.models.features import NodeFeatures
 from sgl.search.cache import HopCache
+from sgl.search.config import search_train_config
 from sgl.search.objectives import MemoryMeter
 from sgl.search.space import DesignSpace
-from sgl.tasks import TrainConfig, Trainer
+from sgl.tasks import Trainer
+from sgl.tasks.config import TrainConfig
 
 __all__ = ["DesignEvaluator"]
 
@@ -37,7 +39,8 @@ class DesignEvaluator:
     Args:
         graph: a graph with features, labels and train/val/test masks.
         space (DesignSpace): the space the designs come from.
-        train_config (TrainConfig): optimisation settings shared by all trials.
+        train_config (TrainConfig): optimisation settings shared by all trials
+            (default :func:`~sgl.search.config.search_train_config`).
         cache (HopCache, optional): shared precomputed hops (one is made if omitted).
         latency_repeats (int): inference is timed this many times; the median is reported.
     """
@@ -46,7 +49,7 @@ class DesignEvaluator:
                  cache: Optional[HopCache] = None, latency_repeats: int = 3) -> None:
         self.graph = graph
         self.space = space
-        self.train_config = train_config or TrainConfig(lr=0.01, weight_decay=5e-4, epochs=200, patience=50)
+        self.train_config = train_config or search_train_config()
         self.cache = cache or HopCache(graph)
         self.latency_repeats = max(1, int(latency_repeats))
 

@@ -38,8 +38,10 @@ import random
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
+from sgl._checks import check_int, check_probability
 from sgl.errors import ConfigError
 from sgl.ops.message_ops import MESSAGE_OPERATORS
+from sgl.search.checks import keep_message
 
 __all__ = ["Knob", "DesignSpace", "GRAPH_OPERATORS", "POST_OPERATORS", "POST_MESSAGES", "Design"]
 
@@ -158,11 +160,11 @@ class DesignSpace:
         if posts[0] < 0:
             raise ConfigError(f"post_steps must start at >= 0, got {posts[0]}")
         widths = _choices("hidden", hidden)
-        if any(not isinstance(h, int) or isinstance(h, bool) or h < 1 for h in widths):
-            raise ConfigError(f"hidden sizes must be positive integers, got {list(widths)}")
+        for h in widths:
+            keep_message(f"hidden sizes must be positive integers, got {list(widths)}", check_int, h, 1)
         rates = _choices("dropout", dropout)
-        if any(not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p < 1 for p in rates):
-            raise ConfigError(f"dropout values must lie in [0, 1), got {list(rates)}")
+        for p in rates:
+            keep_message(f"dropout values must lie in [0, 1), got {list(rates)}", check_probability, p)
         self.knobs: Tuple[Knob, ...] = (
             Knob("graph_op", _choices("graph_ops", graph_ops, tuple(GRAPH_OPERATORS))),
             Knob("k", ks, "int"),
@@ -195,8 +197,8 @@ class DesignSpace:
 
     def design_at(self, index: int) -> Design:
         """The ``index``-th design in mixed-radix order (``0 <= index < size``)."""
-        if not isinstance(index, int) or not 0 <= index < self.size:
-            raise ConfigError(f"design index must be an integer in [0, {self.size}), got {index!r}")
+        keep_message(f"design index must be an integer in [0, {self.size}), got {index!r}", check_int, index,
+                     0, self.size - 1)
         design = {}
         for knob in reversed(self.knobs):
             index, digit = divmod(index, len(knob))

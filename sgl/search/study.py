@@ -25,7 +25,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
@@ -266,10 +266,11 @@ def _train_dict(config: SearchConfig) -> Dict[str, Any]:
     """The training a replay of a trial needs (``sgl search export``): no device or progress bar,
     and batch sizes only where they differ from :class:`TrainConfig`'s defaults."""
     train = config.train_config().to_dict()
+    del train["progress"], train["device"]
     defaults = TrainConfig().to_dict()
-    for key in ("progress", "device", "eval_batch_size", "batch_size"):
-        if key in ("progress", "device") or train.get(key) == defaults[key]:
-            train.pop(key, None)
+    for key in ("batch_size", "eval_batch_size"):
+        if train[key] == defaults[key]:
+            del train[key]
     return train
 
 

@@ -144,7 +144,7 @@ def _run_sampled(config: RunConfig, log: Log) -> Dict[str, Any]:
 # ---------------------------------------------------------------------------- self-supervised tasks
 def ssl_factory(name: str, in_features: int, overrides: Dict[str, Any]) -> Callable[[], Any]:
     """A zero-argument factory of self-supervised model ``name`` (config checked right away)."""
-    from sgl.models.ssl_baselines import build_ssl_model, ssl_model_config
+    from sgl.models.ssl import build_ssl_model, ssl_model_config
 
     config = ssl_model_config(name, **overrides)
     return lambda: build_ssl_model(name, in_features, config)

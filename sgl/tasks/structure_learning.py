@@ -85,8 +85,3 @@ def learn_structure(learner: Any, graph: Graph, pseudo_labels: Optional[torch.Te
     if pseudo_labels is None and isinstance(learner, RWGSL):
         pseudo_labels = rwgsl_pseudo_labels(graph, learner.config, learner.seed)
     return learner.learn(graph, pseudo_labels=pseudo_labels)
-
-
-# Transition: callers of ``RWGSL.learn(graph)`` without pseudo-labels (the `sgl train --structure`
-# command) keep getting the base model's; remove once they call learn_structure.
-RWGSL.default_pseudo_labeler = staticmethod(rwgsl_pseudo_labels)

@@ -65,7 +65,7 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Callable, ClassVar, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -93,12 +93,6 @@ class RWGSL:
     built-in base model that makes them is trained by
     :func:`sgl.tasks.structure_learning.learn_structure` (models never train themselves).
     """
-
-    #: ``labeler(graph, config, seed) -> [N, C]`` used by :meth:`learn` when it gets no
-    #: ``pseudo_labels``. Empty here; importing :mod:`sgl.tasks.structure_learning` installs
-    #: its base model, so callers of ``learn(graph)`` keep working while they move to
-    #: ``learn_structure(learner, graph)``.
-    default_pseudo_labeler: ClassVar[Optional[Callable[[Graph, RWGSLConfig, int], torch.Tensor]]] = None
 
     def __init__(self, config: Optional[RWGSLConfig] = None, seed: int = 0, progress: bool = False) -> None:
         if config is not None and not isinstance(config, RWGSLConfig):
@@ -207,18 +201,15 @@ class RWGSL:
         graph = check_gsl_graph(graph, "RWGSL")
         n = graph.num_nodes
         if pseudo_labels is None:
-            if self.default_pseudo_labeler is None:
-                raise FeatureError("RWGSL.learn needs pseudo_labels=[N, C] class probabilities; "
-                                   "sgl.tasks.structure_learning.learn_structure(learner, graph) trains the "
-                                   "built-in base model for them")
-            probs = self.default_pseudo_labeler(graph, self.config, self.seed)
-        else:
-            probs = torch.as_tensor(pseudo_labels).float()
-            if probs.dim() != 2 or probs.size(0) != n:
-                raise FeatureError(f"pseudo_labels must have shape [num_nodes={n}, num_classes], "
-                                   f"got {tuple(probs.shape)}")
-            if not bool(torch.isfinite(probs).all()) or bool((probs < 0).any()):
-                raise FeatureError("pseudo_labels must be finite and non-negative (class probabilities)")
+            raise FeatureError("RWGSL.learn needs pseudo_labels=[N, C] class probabilities; "
+                               "sgl.tasks.structure_learning.learn_structure(learner, graph) trains the "
+                               "built-in base model for them")
+        probs = torch.as_tensor(pseudo_labels).float()
+        if probs.dim() != 2 or probs.size(0) != n:
+            raise FeatureError(f"pseudo_labels must have shape [num_nodes={n}, num_classes], "
+                               f"got {tuple(probs.shape)}")
+        if not bool(torch.isfinite(probs).all()) or bool((probs < 0).any()):
+            raise FeatureError("pseudo_labels must be finite and non-negative (class probabilities)")
         if self.config.hard_pseudo_labels:
             probs = F.one_hot(probs.argmax(1), probs.size(1)).float()
         xn = F.normalize(graph.x.float(), dim=1)

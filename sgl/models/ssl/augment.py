@@ -50,4 +50,3 @@ def _drop_feature_columns(x: torch.Tensor, p: float) -> torch.Tensor:
         x = x.coalesce()
         return torch.sparse_coo_tensor(x.indices(), x.values() * keep[x.indices()[1]], x.shape, check_invariants=False)
     return x * keep
-

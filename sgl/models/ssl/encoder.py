@@ -127,4 +127,3 @@ class GNNEncoder(nn.Module):
             conv.reset_parameters()
         for act in self.acts:
             nn.init.constant_(act.weight, 0.25)
-

@@ -132,4 +132,3 @@ def variance_loss(z: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
     """
     std = torch.sqrt(z.var(dim=0) + eps)
     return F.relu(1.0 - std).mean()
-

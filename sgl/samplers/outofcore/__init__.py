@@ -15,7 +15,8 @@ store's counted I/O layer, so an epoch reports the bytes and requests it read fr
 loop (:class:`sgl.tasks.OutOfCoreTrainer`, with the run config :class:`sgl.tasks.OutOfCoreConfig`) talks
 to, and :data:`POLICIES` maps a ``method`` name to its class.
 """
-from sgl.samplers.outofcore.batches import Partitioning, needed_positions, partition_groups, random_batches, superbatches
+from sgl.samplers.outofcore.batches import (Partitioning, needed_positions, partition_groups, random_batches,
+                                            superbatches)
 from sgl.samplers.outofcore.config import OutOfCoreSampling
 from sgl.samplers.outofcore.ginex import GinexPolicy
 from sgl.samplers.outofcore.group_csr import GroupCSR

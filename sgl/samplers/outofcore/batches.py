@@ -10,7 +10,7 @@
 * :func:`needed_positions` — the positions of a sampled batch whose feature rows it reads.
 
     >>> [b.tolist() for b in random_batches(np.arange(5), batch_size=2, seed=0, epoch=0)]
-    [[4, 2], [1, 0], [3]]
+    [[1, 4], [3, 0], [2]]
 """
 from __future__ import annotations
 

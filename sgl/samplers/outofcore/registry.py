@@ -23,7 +23,7 @@ METHODS = tuple(POLICIES)
 
 def policy_class(method: str) -> Type[OutOfCorePolicy]:
     """The policy class registered as ``method``."""
-    if method not in POLICIES:
+    if not isinstance(method, str) or method not in POLICIES:
         raise ConfigError(f"unknown out-of-core method {method!r}; choose one of {', '.join(POLICIES)}")
     return POLICIES[method]
 

@@ -243,11 +243,12 @@ def test_knn_graph_inverted_file_path():
     assert out.num_edges >= 400 * 5 * 0.9  # IVF may miss a few true neighbours, never most
 
 
-def test_learn_without_pseudo_labels_uses_the_installed_base_model():
-    # RWGSL.learn(graph) (the CLI's call) gets the task's base model; learn_structure is the same run
+def test_learn_structure_trains_the_base_model_the_learner_needs():
     g = two_cliques()
-    assert RWGSL.default_pseudo_labeler is not None
-    a = RWGSL(RWGSLConfig(rounds=1, high=1.0), seed=3).learn(g)
+    with pytest.raises(FeatureError, match="learn_structure"):  # the model never trains its pseudo-label model
+        RWGSL(RWGSLConfig(rounds=1, high=1.0), seed=3).learn(g)
+    probs = rwgsl_pseudo_labels(g, RWGSLConfig(rounds=1, high=1.0), seed=3)
+    a = RWGSL(RWGSLConfig(rounds=1, high=1.0), seed=3).learn(g, pseudo_labels=probs)
     b = learn_structure(RWGSL(RWGSLConfig(rounds=1, high=1.0), seed=3), g)
     assert torch.equal(a.edge_index, b.edge_index)
     assert torch.equal(learn_structure(NoStructureLearning(), g).edge_index, NoStructureLearning().learn(g).edge_index)
