@@ -3,10 +3,10 @@
 The optimizer is optuna's multi-objective TPE (``tpe``, default) or NSGA-II (``nsga2``);
 ``random`` is the baseline; any other optuna sampler object can be passed
 (``SearchConfig(sampler=...)``, see :mod:`sgl.search.config`). Studies live in any optuna
-storage: in memory, a SQLite file
-(``study.db`` or ``sqlite:///study.db``) or any RDB URL, so a search resumes after a
-crash and several processes or machines can work on one study. Every finished trial is
-committed to the storage as it ends; killing a search loses only the running trials.
+storage: in memory, a SQLite file (``study.db`` or ``sqlite:///study.db``) or any RDB URL,
+so a search resumes after a crash and several processes or machines can work on one study.
+Every finished trial is committed to the storage as it ends; killing a search loses only the
+running trials.
 
 Example:
     >>> import sgl

@@ -42,7 +42,7 @@ from sgl.samplers.outofcore.config import positive_int
 from sgl.samplers.store import GraphStore
 from sgl.tasks.config import TrainConfig
 
-__all__ = ["OutOfCoreConfig", "OutOfCoreTrainer"]
+__all__ = ["OutOfCoreConfig", "OutOfCoreTrainer", "run_out_of_core"]
 
 
 @dataclass
@@ -294,3 +294,47 @@ class OutOfCoreTrainer:
             for kind, value in snapshot.items():
                 counter.record(kind, value["bytes"], value["requests"])
         return correct / nodes.size
+
+
+def run_out_of_core(config: Any, log: Any = None, progress: bool = False) -> Dict[str, Any]:
+    """The out-of-core path of a :class:`~sgl.tasks.RunConfig` (``--sampler lru|ginex|outre
+    --dataset store:DIR --memory-budget 256MB``): one trainer per seed over the store; returns the record."""
+    from sgl.samplers.store import open_store
+    from sgl.tasks.stats import summarize
+
+    log = log or (lambda line: None)
+    s = config.sampler
+    dataset = str(config.dataset)
+    if not dataset.startswith("store:"):
+        raise ConfigError(f"--sampler {s.name} trains out of core from a disk store: pass --dataset store:DIR "
+                          f"(build DIR with `sgl preprocess --dataset {dataset} --out DIR`)")
+    if config.model not in ("sage", "gcn"):
+        raise ConfigError(f"out-of-core training runs the models sage or gcn, got --model {config.model!r}")
+    options = dict(config.model_config)
+    # every OutOfCoreConfig option that no other flag sets rides on --model-option (e.g. staleness=40 group_csr=true)
+    set_by_flags = {"method", "fanouts", "memory_budget", "conv", "seed"} | {f.name for f in fields(TrainConfig)}
+    option_keys = set(OutOfCoreConfig.flat_keys()) - set_by_flags
+    unknown = set(options) - option_keys
+    if unknown:
+        raise ConfigError(f"unknown model option(s) {sorted(unknown)} for out-of-core training; valid: "
+                          f"{', '.join(sorted(option_keys))}")
+    store_path = dataset[len("store:"):]
+    records = []
+    for seed in config.seeds:
+        cfg = OutOfCoreConfig.from_flat(method=s.name, fanouts=s.fanouts or [10, 10], memory_budget=s.memory_budget,
+                                        conv=config.model, seed=seed, **options, **asdict(config.train))
+        trainer = OutOfCoreTrainer(open_store(store_path, verify="size" if records else "checksum"), cfg)
+        if not records:
+            log(f"store: {store_path} ({trainer.store.num_nodes:,} nodes, {trainer.store.num_edges:,} edges, "
+                f"{trainer.store.num_features} features); method {cfg.sampling.method}, budget "
+                f"{cfg.sampling.budget_bytes:,} bytes, fan-outs {cfg.sampling.fanouts}, batch {cfg.train.batch_size}")
+        records.append(trainer.fit(progress=progress))
+    summary: Dict[str, Any] = {"test_acc": summarize([r["test_acc"] for r in records])}
+    for key in ("bytes_per_epoch", "requests_per_epoch", "epoch_time_s"):
+        summary[f"mean_{key}"] = float(np.mean([r[key] for r in records]))
+    summary["peak_budget_bytes"] = max(r["peak_budget_bytes"] for r in records)
+    summary["budget_bytes"] = records[0]["budget_bytes"]
+    from dataclasses import replace
+
+    resolved = replace(config, sampler=replace(s, fanouts=list(cfg.sampling.fanouts)))
+    return {"config": resolved.to_dict(), "runs": records, **summary}

@@ -65,7 +65,7 @@ def _describe(graph: Any) -> str:
 
 def _run_node(config: RunConfig, log: Log, progress: bool) -> Dict[str, Any]:
     if config.sampler is not None and config.sampler.out_of_core:
-        from sgl.tasks.outofcore_run import run_out_of_core  # noqa -- the out-of-core path
+        from sgl.tasks.outofcore import run_out_of_core
 
         return run_out_of_core(config, log, progress)
     import sgl.datasets

@@ -238,9 +238,11 @@ class RunConfig:
 
             base = dict(SampledGNN.default_train_config)
         elif self.task == "node":
-            from sgl.tasks.outofcore_run import out_of_core_train_defaults
+            from dataclasses import asdict
 
-            base = out_of_core_train_defaults()
+            from sgl.tasks.outofcore import OutOfCoreConfig
+
+            base = asdict(OutOfCoreConfig.default_train())
         elif self.task == "ctr":
             from sgl.tasks.ctr import CTR_TRAIN_DEFAULTS
 
