@@ -25,8 +25,8 @@ from typing import Any, Optional, Sequence, Union
 
 from sgl.errors import ConfigError
 
-__all__ = ["check_int", "check_real", "check_probability", "check_bool", "check_choice", "parse_bytes",
-           "format_bytes", "BYTE_UNITS"]
+__all__ = ["check_int", "check_real", "check_probability", "check_bool", "check_choice", "with_message",
+           "parse_bytes", "format_bytes", "BYTE_UNITS"]
 
 
 def check_int(value: Any, name: str, minimum: Optional[int] = None, maximum: Optional[int] = None, *,
@@ -89,6 +89,22 @@ def check_choice(value: Any, name: str, choices: Sequence[Any], *, error: type =
     if value not in choices:
         raise error(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
     return value
+
+
+def with_message(message: str, check: Any, value: Any, *args: Any, error: type = ConfigError, **options: Any) -> Any:
+    """``check(value, ...)`` (one of the checks above) raising ``error(message)`` instead of its own text.
+
+    For entry points whose messages predate this module and that callers match on:
+
+    >>> with_message("trials must be a positive integer, got 0", check_int, 0, 1)
+    Traceback (most recent call last):
+    ...
+    sgl.errors.ConfigError: trials must be a positive integer, got 0
+    """
+    try:
+        return check(value, "value", *args, error=error, **options)
+    except error:
+        raise error(message) from None
 
 
 #: unit -> bytes. ``kB``/``MB``/``GB``/``TB`` (and ``k``/``M``/``G``/``T``) are powers of ten,

@@ -12,6 +12,8 @@ from pathlib import Path
 
 __all__ = ["register"]
 
+_TRAIN_FLAGS = ("lr", "weight_decay", "epochs", "patience", "device")
+
 
 def register(sub) -> None:
     search = sub.add_parser("search", help="multi-objective search over scalable GNN designs (PaSca)",
@@ -28,10 +30,11 @@ def register(sub) -> None:
     search.add_argument("--storage", help="study file (SQLite) or optuna RDB URL; resumable, shareable")
     search.add_argument("--study", dest="study_name", help="study name inside the storage (default sgl-DATASET)")
     search.add_argument("--n-jobs", type=int, default=1, help="parallel trials in this process")
-    search.add_argument("--epochs", type=int, default=200)
-    search.add_argument("--patience", type=int, default=50)
-    search.add_argument("--lr", type=float, default=0.01)
-    search.add_argument("--weight-decay", type=float, default=5e-4)
+    # training of every trial: defaults are sgl.search.SEARCH_TRAIN_DEFAULTS (one definition)
+    search.add_argument("--epochs", type=int, help="epochs per trial (default 200)")
+    search.add_argument("--patience", type=int, help="early stopping per trial (default 50)")
+    search.add_argument("--lr", type=float, help="learning rate (default 0.01)")
+    search.add_argument("--weight-decay", type=float, help="weight decay (default 5e-4)")
     search.add_argument("--space", help="JSON/YAML file narrowing the design space (keys of DesignSpace)")
     search.add_argument("--device", help="cpu, cuda, cuda:N")
     search.add_argument("--threads", type=int, help="torch intra-op threads (1 is fastest on small graphs)")
@@ -65,15 +68,15 @@ def _storage_arg(text: str) -> str:
 def cmd_search(args: argparse.Namespace) -> int:
     import sgl.datasets
     from sgl.cli.options import key_values, read_config
-    from sgl.search import DesignSpace, SearchConfig, run_search
+    from sgl.search import DesignSpace, SearchConfig, run_search, search_train_config
     from sgl.search.report import format_front, write_results
 
     config = SearchConfig(objectives=args.objectives, trials=args.trials, timeout=args.timeout,
                           optimizer=args.optimizer, seed=args.seed, storage=args.storage,
-                          study_name=args.study_name, n_jobs=args.n_jobs, lr=args.lr,
-                          weight_decay=args.weight_decay, epochs=args.epochs, patience=args.patience,
-                          progress=not args.no_progress, device=args.device,
-                          threads=args.threads)
+                          study_name=args.study_name, n_jobs=args.n_jobs,
+                          train=search_train_config(**{key: getattr(args, key) for key in _TRAIN_FLAGS
+                                                       if getattr(args, key) is not None}),
+                          progress=not args.no_progress, threads=args.threads)
     space = DesignSpace.from_dict(read_config(args.space)) if args.space else DesignSpace()
     options = key_values(args.dataset_option, "--dataset-option")
     graph = sgl.datasets.load(args.dataset, root=args.root, **options)

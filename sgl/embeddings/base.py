@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 import torch
 from torch import nn
 
-from sgl._checks import check_int, check_real
+from sgl._checks import check_int, check_real, with_message
 from sgl.errors import EmbeddingError
 
 __all__ = ["EmbeddingBackend", "check_ratio", "check_scalar", "budget_bytes", "copy_rows", "FLOAT_BYTES"]
@@ -28,19 +28,14 @@ FLOAT_BYTES = 4
 
 def check_scalar(check: Callable[..., Any], value: Any, message: str, *args: Any,
                  error: type = EmbeddingError, **options: Any) -> Any:
-    """``check(value, ...)`` of :mod:`sgl._checks` that raises ``error(message)`` on failure.
+    """:func:`sgl._checks.with_message` with the embeddings' argument order and error.
 
-    >>> check_scalar(check_int, 3, "k must be a whole number, got 3", 1)
-    3
     >>> check_scalar(check_int, 0, "k must be a whole number >= 1, got 0", 1)
     Traceback (most recent call last):
     ...
     sgl.errors.EmbeddingError: k must be a whole number >= 1, got 0
     """
-    try:
-        return check(value, "value", *args, error=error, **options)
-    except error:
-        raise error(message) from None
+    return with_message(message, check, value, *args, error=error, **options)
 
 
 def check_ratio(ratio: object) -> float:

@@ -27,10 +27,9 @@ from typing import Any, Dict, List, Mapping, Tuple, Union
 
 import torch
 
-from sgl._checks import check_int, format_bytes, parse_bytes
+from sgl._checks import check_int, format_bytes, parse_bytes, with_message
 from sgl.errors import ConfigError
 from sgl.ops import get_operator, propagate_hops, row_normalize
-from sgl.search.checks import keep_message
 
 __all__ = ["HopCache"]
 
@@ -70,7 +69,7 @@ class HopCache:
 
     def get(self, operator: Mapping[str, Any], k: int) -> Tuple[List[torch.Tensor], float]:
         """``(hops[0..k], seconds)``: the hops and the measured time to compute ``k`` of them."""
-        keep_message(f"k must be a non-negative integer, got {k!r}", check_int, k, 0)
+        with_message(f"k must be a non-negative integer, got {k!r}", check_int, k, 0)
         op = get_operator(**_operator_kwargs(operator))
         key = op.cache_key()
         with self._lock:

@@ -24,9 +24,8 @@ import math
 from dataclasses import InitVar, dataclass, field, fields, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from sgl._checks import check_int, check_real
+from sgl._checks import check_int, check_real, with_message
 from sgl.errors import ConfigError
-from sgl.search.checks import keep_message
 from sgl.search.objectives import Objective, parse_objectives
 from sgl.tasks.config import TrainConfig
 
@@ -123,18 +122,18 @@ class SearchConfig:
         self._resolve_sampler()
         if self.sampler is None and self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
-        keep_message(f"trials must be a positive integer, got {self.trials!r}", check_int, self.trials, 1)
+        with_message(f"trials must be a positive integer, got {self.trials!r}", check_int, self.trials, 1)
         if self.timeout is not None:
-            keep_message(f"timeout must be positive seconds or None, got {self.timeout}", check_real, self.timeout,
+            with_message(f"timeout must be positive seconds or None, got {self.timeout}", check_real, self.timeout,
                          0.0, math.inf, open_low=True)
-        keep_message(f"n_jobs must be a positive integer, got {self.n_jobs!r}", check_int, self.n_jobs, 1)
+        with_message(f"n_jobs must be a positive integer, got {self.n_jobs!r}", check_int, self.n_jobs, 1)
         if self.n_jobs > 1 and "memory" in self.objectives.split(","):
             raise ConfigError("the memory objective is measured per process; with n_jobs > 1 trials would share "
                               "it. Run several processes on one --storage instead of --n-jobs")
         if self.threads is not None:
-            keep_message(f"threads must be a positive integer or None, got {self.threads!r}", check_int,
+            with_message(f"threads must be a positive integer or None, got {self.threads!r}", check_int,
                          self.threads, 1)
-        keep_message(f"startup_trials must be >= 1, got {self.startup_trials}", check_real, self.startup_trials, 1.0)
+        with_message(f"startup_trials must be >= 1, got {self.startup_trials}", check_real, self.startup_trials, 1.0)
         if isinstance(self.train, Mapping):
             self.train = _train_from_dict(self.train)
         if not isinstance(self.train, TrainConfig):

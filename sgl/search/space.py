@@ -38,10 +38,9 @@ import random
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
-from sgl._checks import check_int, check_probability
+from sgl._checks import check_int, check_probability, with_message
 from sgl.errors import ConfigError
 from sgl.ops.message_ops import MESSAGE_OPERATORS
-from sgl.search.checks import keep_message
 
 __all__ = ["Knob", "DesignSpace", "GRAPH_OPERATORS", "POST_OPERATORS", "POST_MESSAGES", "Design"]
 
@@ -161,10 +160,10 @@ class DesignSpace:
             raise ConfigError(f"post_steps must start at >= 0, got {posts[0]}")
         widths = _choices("hidden", hidden)
         for h in widths:
-            keep_message(f"hidden sizes must be positive integers, got {list(widths)}", check_int, h, 1)
+            with_message(f"hidden sizes must be positive integers, got {list(widths)}", check_int, h, 1)
         rates = _choices("dropout", dropout)
         for p in rates:
-            keep_message(f"dropout values must lie in [0, 1), got {list(rates)}", check_probability, p)
+            with_message(f"dropout values must lie in [0, 1), got {list(rates)}", check_probability, p)
         self.knobs: Tuple[Knob, ...] = (
             Knob("graph_op", _choices("graph_ops", graph_ops, tuple(GRAPH_OPERATORS))),
             Knob("k", ks, "int"),
@@ -197,7 +196,7 @@ class DesignSpace:
 
     def design_at(self, index: int) -> Design:
         """The ``index``-th design in mixed-radix order (``0 <= index < size``)."""
-        keep_message(f"design index must be an integer in [0, {self.size}), got {index!r}", check_int, index,
+        with_message(f"design index must be an integer in [0, {self.size}), got {index!r}", check_int, index,
                      0, self.size - 1)
         design = {}
         for knob in reversed(self.knobs):

@@ -12,9 +12,9 @@ takes. The optimisation settings (learning rate, epochs, batch size, ...) are a
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
-from sgl._checks import check_bool, check_int, check_real, parse_bytes
+from sgl._checks import check_bool, check_int, check_real, parse_bytes, with_message
 from sgl.errors import ConfigError
 from sgl.samplers.neighbor import check_fanouts
 from sgl.samplers.outofcore.registry import policy_class
@@ -22,17 +22,9 @@ from sgl.samplers.outofcore.registry import policy_class
 __all__ = ["OutOfCoreSampling", "positive_int"]
 
 
-def _keep_message(message: str, check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run an :mod:`sgl._checks` check, raising this config's own (historical) message."""
-    try:
-        return check(*args, **kwargs)
-    except ConfigError:
-        raise ConfigError(message) from None
-
-
 def positive_int(value: Any, name: str) -> int:
     """``value`` as an ``int >= 1``: ``"{name} must be a positive integer, got {value!r}"`` otherwise."""
-    return _keep_message(f"{name} must be a positive integer, got {value!r}", check_int, value, name, minimum=1)
+    return with_message(f"{name} must be a positive integer, got {value!r}", check_int, value, minimum=1)
 
 
 @dataclass
@@ -94,18 +86,18 @@ class OutOfCoreSampling:
             setattr(self, name, positive_int(getattr(self, name), name))
         for name in ("embedding_cache", "group_csr", "profile_pruned", "reset_caches"):
             value = getattr(self, name)
-            _keep_message(f"{name} must be true or false, got {value!r}", check_bool, value, name)
+            with_message(f"{name} must be true or false, got {value!r}", check_bool, value)
         self.budget_bytes = parse_bytes(self.memory_budget, "a memory budget")
         fraction = self.neighbor_cache_fraction
-        _keep_message(f"neighbor_cache_fraction must be in [0, 1), got {fraction}", check_real, fraction,
-                      "neighbor_cache_fraction", 0.0, 1.0, open_high=True)
+        with_message(f"neighbor_cache_fraction must be in [0, 1), got {fraction}", check_real, fraction,
+                     0.0, 1.0, open_high=True)
         if self.embedding_fraction is not None:
-            _keep_message(f"embedding_fraction must be in [0, 1] or None, got {self.embedding_fraction}",
-                          check_real, self.embedding_fraction, "embedding_fraction", 0.0, 1.0)
-        _keep_message(f"embedding_top must be in (0, 1], got {self.embedding_top}", check_real, self.embedding_top,
-                      "embedding_top", 0.0, 1.0, open_low=True)
-        self.superbatch = _keep_message(f"superbatch must be >= 0 batches, got {self.superbatch}", check_int,
-                                        self.superbatch, "superbatch", minimum=0)
+            with_message(f"embedding_fraction must be in [0, 1] or None, got {self.embedding_fraction}",
+                          check_real, self.embedding_fraction, 0.0, 1.0)
+        with_message(f"embedding_top must be in (0, 1], got {self.embedding_top}", check_real, self.embedding_top,
+                     0.0, 1.0, open_low=True)
+        self.superbatch = with_message(f"superbatch must be >= 0 batches, got {self.superbatch}", check_int,
+                                       self.superbatch, minimum=0)
         if self.feature_cache not in ("static", "belady"):
             raise ConfigError(f"feature_cache must be 'static' or 'belady', got {self.feature_cache!r}")
         policy.validate(self)
