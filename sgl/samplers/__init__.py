@@ -32,3 +32,13 @@ __all__ = [
     "OutOfCoreSampling", "OutOfCorePolicy", "LRUPolicy", "GinexPolicy", "OUTREPolicy", "POLICIES", "make_policy",
     "fennel_partition", "fennel_two_level", "cross_partition_degree",
 ]
+
+#: names that moved up to sgl.tasks with the training loop (samplers never import tasks)
+_MOVED_TO_TASKS = {"OutOfCoreConfig", "OutOfCoreTrainer"}
+
+
+def __getattr__(name: str):
+    if name in _MOVED_TO_TASKS:
+        raise AttributeError(f"sgl.samplers.{name} moved to sgl.tasks.{name} (training loops live in sgl.tasks): "
+                             f"use `from sgl.tasks import {name}`")
+    raise AttributeError(f"module 'sgl.samplers' has no attribute {name!r}")

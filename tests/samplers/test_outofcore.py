@@ -78,3 +78,12 @@ def test_a_policy_serves_an_epoch_through_its_caches_within_the_budget(karate_st
         seen.append(batch.output_nodes.numpy())
     assert sorted(np.concatenate(seen).tolist()) == sorted(train.tolist())
     assert policy.budget.peak <= policy.budget.total
+
+
+def test_the_loop_moved_to_tasks_with_a_clear_pointer():
+    import sgl.samplers
+    from sgl.tasks import OutOfCoreTrainer
+
+    assert OutOfCoreTrainer.__module__ == "sgl.tasks.outofcore"
+    with pytest.raises(AttributeError, match=r"moved to sgl.tasks.OutOfCoreTrainer"):
+        sgl.samplers.OutOfCoreTrainer

@@ -5,7 +5,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Tuple
 
-from sgl._checks import check_bool, check_int, check_real
+from sgl._checks import check_bool, check_int, check_real, with_message
 from sgl.errors import ConfigError
 
 __all__ = ["RWGSLConfig"]
@@ -14,7 +14,7 @@ __all__ = ["RWGSLConfig"]
 def _check_real(value: Any, name: str, low: float = -math.inf, high: float = math.inf) -> None:
     # RWGSL's message spells out an unbounded interval as "[low, inf]" (check_real would write ">= low")
     message = f"RWGSL {name} must be a number in [{low}, {high}], got {value!r}"
-    check_real(value, name, low, high, error=lambda _: ConfigError(message))
+    with_message(message, check_real, value, low, high)
 
 
 @dataclass

@@ -10,7 +10,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Optional
 
-from sgl._checks import check_bool, check_int, check_real
+from sgl._checks import check_bool, check_int, check_real, with_message
 from sgl.errors import ConfigError
 
 __all__ = ["GCMAEConfig", "GCMAE_PRESETS", "gcmae_config"]
@@ -19,7 +19,7 @@ __all__ = ["GCMAEConfig", "GCMAE_PRESETS", "gcmae_config"]
 def _check_real(value: Any, name: str, low: float, high: float = math.inf, open_high: bool = False) -> None:
     # GCMAE's message spells out an unbounded interval as "[low, inf]" (check_real would write ">= low")
     message = f"GCMAE {name} must be a number in [{low}, {high}{')' if open_high else ']'}, got {value!r}"
-    check_real(value, name, low, high, open_high=open_high, error=lambda _: ConfigError(message))
+    with_message(message, check_real, value, low, high, open_high=open_high)
 
 
 @dataclass
