@@ -3,7 +3,8 @@
 Validation happens once, at the API boundary (the scikit-learn habit), so the
 internal code can trust its arguments. Each check raises an :mod:`sgl.errors`
 exception whose message says what was received, what was expected and how to
-fix it.
+fix it. Scalar checks (integers, reals, probabilities, byte sizes) that every layer shares,
+``sgl.systems`` included, live in :mod:`sgl._checks`.
 """
 from __future__ import annotations
 
