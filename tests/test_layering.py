@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "sgl"
 
 LOWER = {"data", "ops", "device", "comm", "datasets", "errors", "fileio", "_checks"}
-UPPER = {"models", "tasks", "search", "samplers", "embeddings", "systems", "cli"}
+UPPER = {"models", "tasks", "search", "samplers", "embeddings", "analytics", "systems", "cli"}
 #: what sgl.systems may use: the device and communication layers, nothing of the graph side
 SYSTEMS_MAY_USE = {"systems", "device", "comm", "errors", "fileio", "_checks"}
 
