@@ -9,7 +9,11 @@ Memory of one layer on one device (MB), for a strategy with degrees (pp, tp, dp)
   ``k`` micro-batches in flight: ``min(pp - stage, chunks)`` for 1F1B, ``chunks`` for GPipe;
   checkpointing keeps only the layer input (``A[checkpoint]``);
 * OSDP mode adds, once per plan, the largest transient buffer of gathered ZeRO-3 weights,
-  ``P / 2 / tp / split`` for a layer whose operators are split in ``split`` slices.
+  ``P / 2 / tp / split`` for a layer whose operators are split in ``split`` slices;
+* embedding/LM head: the profile's model states and activation at the vocabulary-TP degree
+  ``vtp`` (the degree-1 figures ``/ vtp`` where that degree was not profiled), with the same
+  ZeRO ratio over ``dp = N / (pp * vtp)``.  ``default_dp_type="zero3"`` (Galvatron 3.0) makes
+  every part whose ``dp_types_enc`` flag is 0 ZeRO-3 as well.
 
 Time of one layer for one training iteration (ms):
 
@@ -22,7 +26,9 @@ Time of one layer for one training iteration (ms):
   profiled ``overlap_coe``: ``max(a, b) + (coe - 1) * min(a, b)``;
 * a layout change between consecutive layers (TP degree/consecutiveness/SP) re-distributes the
   activation: ``2 * chunks * (g-1)/g * act / bw(g)``;
-* pipeline p2p: forward activation and backward gradient per micro-batch at each boundary.
+* pipeline p2p: forward activation and backward gradient per micro-batch at each boundary;
+* embedding/head under vocabulary TP: two all-reduces of the micro-batch activation (Megatron)
+  or two all-to-alls of a ``1/vtp`` slice (Ulysses, ``vsp``) per micro-batch.
 
 Bandwidths come from the hardware profile, chosen by whether a group crosses nodes.
 
@@ -58,7 +64,7 @@ class CostOptions:
     """Knobs of the cost model (Galvatron's defaults)."""
 
     pipeline_type: str = "pipedream_flush"   # 1F1B; or "gpipe"
-    default_dp_type: str = "ddp"             # what dp_types_enc = 0 means: "ddp" or "zero2"
+    default_dp_type: str = "ddp"             # what dp_types_enc = 0 means: "ddp", "zero2" or "zero3"
     bct_fct_coe: float = 2.0                 # backward ≈ 2 x forward
     bytes_per_value: int = 2                 # bf16 activations and gradients on the wire
     osdp_split_overhead: float = 0.02        # extra compute per additional weight slice (OSDP)
@@ -66,18 +72,22 @@ class CostOptions:
     def __post_init__(self) -> None:
         if self.pipeline_type not in ("pipedream_flush", "gpipe"):
             raise PlanError(f"pipeline_type must be 'pipedream_flush' (1F1B) or 'gpipe', got {self.pipeline_type!r}")
-        if self.default_dp_type not in ("ddp", "zero2"):
-            raise PlanError(f"default_dp_type must be 'ddp' or 'zero2', got {self.default_dp_type!r}")
+        if self.default_dp_type not in ("ddp", "zero2", "zero3"):
+            raise PlanError(f"default_dp_type must be 'ddp', 'zero2' or 'zero3', got {self.default_dp_type!r}")
         if not self.bct_fct_coe > 0:
             raise PlanError(f"bct_fct_coe must be > 0, got {self.bct_fct_coe}")
 
 
 @dataclass(frozen=True)
 class OtherOption:
-    """How the embedding and LM head run: vocabulary-TP degree and ZeRO-3 or not."""
+    """How the embedding and LM head run: vocabulary-TP degree, ZeRO-3 or not, Ulysses SP or Megatron TP.
+
+    Galvatron's plan keys ``vtp``, ``vocab_sdp`` (``embed_sdp`` before 3.0) and ``vsp``.
+    """
 
     vtp: int
     sdp: bool
+    sp: bool = False
 
 
 class CostModel:
@@ -121,10 +131,14 @@ class CostModel:
     def micro_batch(self, global_bsz: int, chunks: int, dp: int) -> float:
         return global_bsz / (chunks * dp)
 
+    def sharded(self, sdp: bool) -> bool:
+        """Whether a part with ``dp_types_enc`` flag ``sdp`` runs ZeRO-3 (flag set, or ZeRO-3 by default)."""
+        return sdp or self.options.default_dp_type == "zero3"
+
     def zero_ratio(self, sdp: bool, dp: int, chunks: int) -> float:
         if dp <= 1:
             return 1.0
-        if sdp:
+        if self.sharded(sdp):
             return 1.0 / dp if chunks == 1 else 7 / 8 / dp + 1 / 8
         if self.options.default_dp_type == "zero2":
             return 7 / 8 / dp + 1 / 8 if chunks == 1 else 6 / 8 / dp + 2 / 8
@@ -153,7 +167,7 @@ class CostModel:
         Only one layer's weights are gathered at a time, so a plan's peak adds the *largest*
         buffer of its layers once; operator splitting gathers ``split`` slices one after another.
         """
-        return np.array([self.profile.param_mb * self._wire / s.tp / s.split if s.sdp else 0.0
+        return np.array([self.profile.param_mb * self._wire / s.tp / s.split if self.sharded(s.sdp) else 0.0
                          for s in strategies])
 
     def layer_time(self, strategies: Sequence[Strategy], global_bsz: int, chunks: int) -> np.ndarray:
@@ -182,7 +196,7 @@ class CostModel:
                 bw = self.hardware.bandwidth(s.dp, crosses_nodes=self._crosses(s, "dp"))
                 grad_mb = p.param_mb * self._wire / s.tp
                 allreduce = self._ms(2 * (s.dp - 1) / s.dp * grad_mb, bw)
-                if s.sdp:
+                if self.sharded(s.sdp):
                     gather = allreduce / 2.0
                     fwd_comm = chunks * gather
                     bwd_comm = chunks * gather + allreduce / 2.0
@@ -212,14 +226,15 @@ class CostModel:
         return out
 
     # ------------------------------------------------------------------ embedding / head
-    def other_options(self, pp: int) -> List[OtherOption]:
+    def other_options(self, pp: int, *, sdp: bool = True) -> List[OtherOption]:
+        """Embedding/head options of a ``pp``-stage plan; ``sdp=False`` leaves out ZeRO-3 (e.g. ``--space 3d``)."""
         per_stage = self.cluster.num_devices // pp
         out = []
         vtp = 1
         while vtp <= per_stage:
             if self.config.vocab_size % vtp == 0 and self.config.num_heads % vtp == 0:
-                for sdp in ((False, True) if per_stage // vtp > 1 else (False,)):
-                    out.append(OtherOption(vtp, sdp))
+                for shard in ((False, True) if per_stage // vtp > 1 and sdp else (False,)):
+                    out.append(OtherOption(vtp, shard))
             vtp *= 2
         return out
 
@@ -237,22 +252,25 @@ class CostModel:
         m = self.micro_batch(global_bsz, chunks, dp)
         memory = time = 0.0
         for key, head_share in parts:
-            states, act = p.other[key]
-            memory += states / option.vtp * self.zero_ratio(option.sdp, dp, chunks)
-            memory += act / option.vtp * m * self.in_flight(stage, pp, chunks)
+            states, act = p.other_memory(key, option.vtp, sp=option.sp)   # per device at this vtp
+            memory += states * self.zero_ratio(option.sdp, dp, chunks)
+            memory += act * m * self.in_flight(stage, pp, chunks)
             # The LM head dominates the FLOPs; the embedding lookup is nearly free.
             fwd = p.other_fwd_ms * head_share * (global_bsz / dp) / option.vtp
             comm = 0.0
             if dp > 1:
                 crosses = dp * option.vtp > self.cluster.devices_per_node and option.vtp < self.cluster.devices_per_node
                 bw = self.hardware.bandwidth(dp, crosses_nodes=crosses and per_stage > self.cluster.devices_per_node)
-                grad_mb = states / 4.0 * self._wire / option.vtp
-                comm = self._ms(2 * (dp - 1) / dp * grad_mb, bw) * (1.5 if option.sdp else 1.0)
+                grad_mb = states / 4.0 * self._wire
+                comm = self._ms(2 * (dp - 1) / dp * grad_mb, bw) * (1.5 if self.sharded(option.sdp) else 1.0)
             vcomm = 0.0
             if option.vtp > 1:
                 act_mb = m * cfg.seq_length * cfg.hidden_size * o.bytes_per_value / _MB
                 bw = self.hardware.bandwidth(option.vtp, crosses_nodes=option.vtp > self.cluster.devices_per_node)
-                vcomm = chunks * 2 * self._ms(2 * (option.vtp - 1) / option.vtp * act_mb, bw)
+                g = option.vtp
+                # Megatron vocab TP: an all-reduce of the activation each way; Ulysses SP: all-to-alls of a 1/g slice.
+                per_op = (g - 1) / g * act_mb / g if option.sp else 2 * (g - 1) / g * act_mb
+                vcomm = chunks * 2 * self._ms(per_op, bw)
             time += fwd + _overlap(o.bct_fct_coe * fwd, comm, self.hardware.overlap_coe) + vcomm
         return memory, time
 

@@ -17,6 +17,10 @@ the search
 4. composes the pipeline, ``sum_k t_k + (chunks - 1) * max_k t_k`` with ``t_k`` a stage's time
    per micro-batch, and keeps the plan of highest throughput ``B / time``.
 
+The embedding/LM head's options (vocabulary-TP degree, ZeRO-3) are searched with each stage;
+ZeRO-3 is among them only where the space has ZeRO-3 at all (``full``, ``sdp``, OSDP), so
+``3d`` plans are Megatron-style throughout.
+
 OSDP (``mode="osdp"``) is the same search restricted to ``pp = tp = 1`` with per-layer
 replicate / shard / shard-with-operator-splitting choices.
 
@@ -30,8 +34,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from dataclasses import dataclass, replace
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -44,7 +48,7 @@ from sgl.systems.parallel.partition import (even_division, exact_partition, mini
                                             refine_partition)
 from sgl.systems.parallel.profiles import HardwareProfile, ModelProfile, load_builtin_profiles
 from sgl.systems.parallel.search_config import BASELINES, PlanSearchConfig, PlanSearchResult
-from sgl.systems.parallel.space import ClusterSpec, Strategy, enumerate_strategies, powers_of_two
+from sgl.systems.parallel.space import ClusterSpec, Strategy, enumerate_strategies, powers_of_two, space_shards
 
 __all__ = ["PlanSearcher", "search_plan"]
 
@@ -54,6 +58,16 @@ class _Task:
     pp: int
     global_bsz: int
     chunks: int
+
+
+class _Prep(NamedTuple):
+    """Arrays shared by the stages of one task; ``embed_sdp``: whether the embedding/head may take ZeRO-3."""
+
+    strategies: List[Strategy]
+    cls: np.ndarray
+    intra: np.ndarray
+    inter: np.ndarray
+    embed_sdp: bool
 
 
 class PlanSearcher:
@@ -123,7 +137,13 @@ class PlanSearcher:
         usable = memory_gb * (1.0 - self.config.reserve_fraction)
         return int(math.floor(usable * 1024.0 / self.config.granularity_mb + 1e-9))
 
-    def _prepare(self, task: _Task, strategies: List[Strategy]):
+    def _embed_sdp_allowed(self, baseline: Optional[str]) -> bool:
+        """ZeRO-3 on the embedding/head only where the space (or baseline) has ZeRO-3 at all: not in 3d, dp, tp, ..."""
+        if self.config.mode == "osdp":
+            return True
+        return baseline == "sdp" if baseline is not None else space_shards(self.config.space)
+
+    def _prepare(self, task: _Task, strategies: List[Strategy], embed_sdp: bool = True) -> Optional[_Prep]:
         """Arrays shared by all stages of a task, or None when no strategy fits the batch."""
         strategies = [s for s in strategies if task.global_bsz % (task.chunks * s.dp) == 0]
         if not strategies:
@@ -132,21 +152,21 @@ class PlanSearcher:
         cls = np.array([layouts.index(s.layout) for s in strategies])
         intra = self.cost.layer_time(strategies, task.global_bsz, task.chunks)
         inter = self.cost.transition_time(layouts, task.pp, task.global_bsz, task.chunks)
-        return strategies, cls, intra, inter
+        return _Prep(strategies, cls, intra, inter, embed_sdp)
 
-    def _other(self, task: _Task, stage: int):
-        opts = self.cost.other_options(task.pp)
+    def _other(self, task: _Task, stage: int, embed_sdp: bool):
+        opts = self.cost.other_options(task.pp, sdp=embed_sdp)
         costs = [self.cost.other_cost(o, task.pp, stage, task.global_bsz, task.chunks) for o in opts]
         return opts, np.array([c[0] for c in costs]), np.array([c[1] for c in costs])
 
     # ------------------------------------------------------------------ search
     def _stage_tables(self, task: _Task, prep, budget: int, uniform: bool):
         """``tables[j, k, n]``: ms of stage ``k`` holding ``n`` layers with embedding/head option ``j``."""
-        strategies, cls, intra, inter = prep
+        strategies, cls, intra, inter, embed_sdp = prep
         L = self.model.num_layers
         n_max = L - task.pp + 1
         p2p = self.cost.p2p_time(task.pp, task.global_bsz, task.chunks)
-        opts = self.cost.other_options(task.pp)
+        opts = self.cost.other_options(task.pp, sdp=embed_sdp)
         tables = np.full((len(opts), task.pp, n_max + 1), np.inf)
         ounits = np.zeros((task.pp, len(opts)), dtype=np.int64)
         for k in range(task.pp):
@@ -201,7 +221,7 @@ class PlanSearcher:
         per_layer, fixed = [], []
         for k in range(pp):
             per_layer.append(float(self.cost.layer_memory(strategies, task.global_bsz, task.chunks, k).min()))
-            fixed.append(float(self._other(task, k)[1].min()))
+            fixed.append(float(self._other(task, k, prep.embed_sdp)[1].min()))
         return minimax_partition(per_layer, fixed, L)
 
     def _task_variants(self, tasks, baseline, filt):
@@ -228,12 +248,12 @@ class PlanSearcher:
         for k in range(task.pp):
             mem = self._units(self.cost.layer_memory(prep[0], task.global_bsz, task.chunks, k))
             per_layer.append(float(mem.min()))
-            fixed.append(float(self._units(self._other(task, k)[1]).min()))
+            fixed.append(float(self._units(self._other(task, k, prep.embed_sdp)[1]).min()))
         division = minimax_partition(per_layer, fixed, self.model.num_layers)
         return max(n * m + f for n, m, f in zip(division, per_layer, fixed))
 
     def min_feasible_memory_mb(self, tasks: Optional[List[_Task]] = None, space: Optional[str] = None,
-                               uniform_filter=None) -> float:
+                               uniform_filter=None, embed_sdp: bool = True) -> float:
         """Smallest per-device budget (MB, in search units) for which some task has a plan."""
         best = math.inf
         for task in tasks or self.tasks():
@@ -248,7 +268,7 @@ class PlanSearcher:
                 allowed = strategies
                 if self.config.mode == "osdp":
                     allowed = [s for s, b in zip(strategies, buffers) if b <= cap]
-                prep = self._prepare(task, allowed)
+                prep = self._prepare(task, allowed, embed_sdp)
                 if prep is None:
                     continue
                 best = min(best, (self._task_min_memory(task, prep) + cap) * self.config.granularity_mb)
@@ -269,6 +289,7 @@ class PlanSearcher:
         full_budget = self._budget_units(memory_gb)
         n = self.cluster.num_devices
         filt = BASELINES.get(baseline) if baseline else None
+        embed_sdp = self._embed_sdp_allowed(baseline)
         best: Optional[Tuple[float, _Task, list, object, tuple]] = None
         tasks = self.tasks()
         # Largest batches first: they usually win, and their throughput prunes the rest.
@@ -276,7 +297,7 @@ class PlanSearcher:
         evaluated = 0
         for task, cap_units, strategies in self._task_variants(tasks, baseline, filt):
             budget = full_budget - cap_units
-            prep = self._prepare(task, strategies)
+            prep = self._prepare(task, strategies, embed_sdp)
             if prep is None or budget < 0:
                 continue
             # Lower bound on the pipeline time: every layer at its fastest, no memory limit,
@@ -301,7 +322,8 @@ class PlanSearcher:
                 if best is None or throughput > best[0] + 1e-12:
                     best = (throughput, task, division, prep, option, ounits[:, j], budget)
         if best is None:
-            smallest = self.min_feasible_memory_mb(space="full" if baseline else None, uniform_filter=filt)
+            smallest = self.min_feasible_memory_mb(space="full" if baseline else None, uniform_filter=filt,
+                                                   embed_sdp=embed_sdp)
             what = f"baseline {baseline!r}" if baseline else f"search space {self.config.space!r}"
             if not math.isfinite(smallest):
                 candidates = [s for t in self.tasks() for s in self._strategies(t.pp, "full" if baseline else None)
@@ -324,7 +346,7 @@ class PlanSearcher:
 
     def _build_plan(self, best, budget: int, memory_gb: float, uniform: bool, label: str) -> Plan:
         _, task, division, prep, option, ounits, _ = best
-        strategies, cls, intra, inter = prep
+        strategies, cls, intra, inter, _ = prep
         layers: List[Strategy] = []
         for k, n_k in enumerate(division):
             mem = self._units(self.cost.layer_memory(strategies, task.global_bsz, task.chunks, k))
@@ -347,17 +369,33 @@ class PlanSearcher:
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, plan: Plan) -> Tuple[float, List[float]]:
-        """(iteration ms, per-stage MB) of any plan under this cost model (Galvatron JSON round trip)."""
+        """(iteration ms, per-stage MB) of any plan under this cost model (Galvatron JSON round trip).
+
+        The plan's own ``pipeline_type`` and ``default_dp_type`` are used, and its embedding/head
+        settings (``vtp``, ZeRO-3 from ``vocab_sdp`` / ``embed_sdp``, Ulysses from ``vsp``).
+        """
         time_ms, mems, _ = self._evaluate(plan)
         return time_ms, mems
+
+    def _cost_for(self, plan: Plan) -> CostModel:
+        """This searcher's cost model, with the plan's pipeline schedule and default DP type."""
+        options = self.cost.options
+        if (plan.pipeline_type, plan.default_dp_type) == (options.pipeline_type, options.default_dp_type):
+            return self.cost
+        options = replace(options, pipeline_type=plan.pipeline_type, default_dp_type=plan.default_dp_type)
+        return CostModel(self.model, self.cost.profile, self.cost.hardware, self.cluster, options)
 
     def _evaluate(self, plan: Plan) -> Tuple[float, List[float], List[float]]:
         if plan.num_devices != self.cluster.num_devices:
             raise PlanError(f"plan is for {plan.num_devices} devices, the searcher for {self.cluster.num_devices}")
         if len(plan.strategies) != self.model.num_layers:
             raise PlanError(f"plan has {len(plan.strategies)} layers, model {self.model.name} has {self.model.num_layers}")
-        option = OtherOption(plan.vtp, plan.embed_sdp)
-        p2p = self.cost.p2p_time(plan.pp, plan.global_bsz, plan.chunks)
+        if any(c > 1 for c in plan.layer_cp()) or plan.vcp > 1:
+            raise PlanError(f"the plan uses context parallelism (cp_sizes_enc {plan.layer_cp()}, vcp {plan.vcp}), which "
+                            "SGL's cost model does not model; it can be read, shown and re-saved, not evaluated")
+        cost = self._cost_for(plan)
+        option = OtherOption(plan.vtp, plan.embed_sdp, plan.vsp)
+        p2p = cost.p2p_time(plan.pp, plan.global_bsz, plan.chunks)
         times, mems = [], []
         start = 0
         for k, n_k in enumerate(plan.pp_division):
@@ -365,15 +403,15 @@ class PlanSearcher:
             start += n_k
             uniq = sorted(set(layer_s))
             layouts = sorted({s.layout for s in uniq})
-            intra = self.cost.layer_time(uniq, plan.global_bsz, plan.chunks)
-            mem = self.cost.layer_memory(uniq, plan.global_bsz, plan.chunks, k)
-            inter = self.cost.transition_time(layouts, plan.pp, plan.global_bsz, plan.chunks)
+            intra = cost.layer_time(uniq, plan.global_bsz, plan.chunks)
+            mem = cost.layer_memory(uniq, plan.global_bsz, plan.chunks, k)
+            inter = cost.transition_time(layouts, plan.pp, plan.global_bsz, plan.chunks)
             idx = [uniq.index(s) for s in layer_s]
             t = sum(intra[i] for i in idx)
             t += sum(inter[layouts.index(uniq[a].layout), layouts.index(uniq[b].layout)] for a, b in zip(idx, idx[1:]))
-            om, ot = self.cost.other_cost(option, plan.pp, k, plan.global_bsz, plan.chunks)
+            om, ot = cost.other_cost(option, plan.pp, k, plan.global_bsz, plan.chunks)
             times.append(t + ot + p2p)
-            buffer = float(self.cost.gather_buffer(uniq).max()) if plan.space == "osdp" else 0.0
+            buffer = float(cost.gather_buffer(uniq).max()) if plan.space == "osdp" else 0.0
             mems.append(float(sum(mem[i] for i in idx) + om + buffer))
         return pipeline_time(times, plan.chunks), mems, times
 

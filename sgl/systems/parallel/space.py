@@ -29,9 +29,21 @@ from typing import List, Sequence
 
 from sgl.errors import PlanError
 
-__all__ = ["ClusterSpec", "Strategy", "SEARCH_SPACES", "enumerate_strategies", "is_power_of_two", "powers_of_two"]
+__all__ = ["ClusterSpec", "Strategy", "SEARCH_SPACES", "enumerate_strategies", "is_power_of_two", "powers_of_two",
+           "space_shards"]
 
 SEARCH_SPACES = ("full", "3d", "dp+tp", "dp+pp", "dp", "sdp", "tp", "pp")
+
+
+def space_shards(space: str) -> bool:
+    """Whether ``space`` holds ZeRO-3 at all; only then may the embedding/LM head take it too.
+
+    >>> [s for s in SEARCH_SPACES if space_shards(s)]
+    ['full', 'sdp']
+    """
+    if space not in SEARCH_SPACES:
+        raise PlanError(f"unknown search space {space!r}; choose one of {list(SEARCH_SPACES)}")
+    return space in ("full", "sdp")
 
 
 def is_power_of_two(n: int) -> bool:

@@ -2,7 +2,8 @@
 
 :func:`make_plan` gives uniform ``dp`` / ``sdp`` / ``tp`` / ``pp`` plans for tests and
 calibration; :func:`check_plan` raises :class:`~sgl.errors.PlanError` for a plan the executor
-cannot run (wrong world size or layer count, mixed TP degrees, ZeRO-3 with TP, Ulysses SP, ...).
+cannot run (wrong world size or layer count, mixed TP degrees, ZeRO-3 with TP, Ulysses SP,
+context parallelism, ...).
 
 >>> from sgl.systems.runtime.config import ExecConfig
 >>> plan = make_plan("pp", 2, ExecConfig())
@@ -60,6 +61,12 @@ def check_plan(plan: Plan, world: int, cfg: ExecConfig) -> None:
                             "use dp_types_enc=0 on TP layers")
         if len({s.tp_consec for s in plan.strategies}) > 1:
             raise PlanError("the executor needs the same tp_consecutive_flags on every layer")
+    if any(c > 1 for c in plan.layer_cp()) or plan.vcp > 1 or plan.vsp:
+        raise PlanError("the executor does not run context parallelism (cp_sizes_enc, vcp) or a Ulysses "
+                        "embedding/head (vsp=1)")
+    if plan.default_dp_type == "zero3":
+        raise PlanError("the executor reads ZeRO-3 from dp_types_enc / vocab_sdp only; a plan with "
+                        "default_dp_type='zero3' needs dp_types_enc=1 on its layers and vocab_sdp=1 instead")
     for s in plan.strategies:
         if s.sp:
             raise PlanError("the executor does not run Ulysses sequence parallelism (use_sp=1) yet")

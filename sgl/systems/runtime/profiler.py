@@ -28,7 +28,8 @@ import torch.nn as nn
 from sgl import comm
 from sgl.errors import PlanError
 from sgl.systems.parallel.model import TransformerConfig, get_model_config
-from sgl.systems.parallel.profiles import HardwareProfile, ModelProfile, save_hardware_profile, save_model_profile
+from sgl.systems.parallel.profiles import (PROFILE_LAYOUTS, HardwareProfile, ModelProfile, save_hardware_profile,
+                                           save_model_profile)
 from sgl.systems.parallel.space import powers_of_two
 from sgl.systems.runtime.measure import SavedTensorBytes
 from sgl.systems.runtime.tiny_lm import TinyLM, TransformerBlock, lm_loss
@@ -136,7 +137,7 @@ def _profile_model(cfg: TransformerConfig, batch_size: int, repeats: int, max_tp
         "last": (states(head_params), last_act),
     }
     return ModelProfile(param_mb=param_mb, act_mb=acts, ckpt_act_mb=ckpt, other=other, fwd_ms=fwd_ms,
-                        other_fwd_ms=other_fwd, source=f"measured on {device.type} ({dtype}) for {cfg.name}")
+                        other_fwd_ms=other_fwd, batch_size=batch_size, source=f"measured on {device.type} ({dtype}) for {cfg.name}")
 
 
 def _hardware_worker(rank: int, world: int, size_mb: float, repeats: int) -> Tuple[float, float, float]:
@@ -231,7 +232,8 @@ def profile_to_dir(out: str | Path, model: str | TransformerConfig = "tiny", wor
     profile.fwd_ms = statistics.median(r[0][0] for r in results)
     profile.other_fwd_ms = statistics.median(r[0][1] for r in results)
     profile.source += f", times from {world_size} concurrent processes"
-    paths = list(save_model_profile(profile, out, cfg, precision="fp32"))
+    # Both layouts, so that Galvatron 3.0 (``*_all.json``) and Galvatron 1/2 read the same measurement.
+    paths = [path for layout in PROFILE_LAYOUTS for path in save_model_profile(profile, out, cfg, "fp32", layout)]
     hardware = _hardware_from([r[1] for r in results], world_size, size_mb)
     paths += list(save_hardware_profile(hardware, out))
     return paths

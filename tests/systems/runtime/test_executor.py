@@ -72,3 +72,16 @@ def test_tp_times_dp_on_four_processes_matches_single_process():
 def test_zero3_with_tp_is_refused():
     with pytest.raises(PlanError, match="ZeRO-3 with tensor parallelism"):
         run_plans([Plan(1, 4, 1, [4], 1, 8, [Strategy(1, 2, 2, sdp=True)] * 4)], CFG)
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(cp_sizes=[2] * 4), "context parallelism"),
+    (dict(vsp=True), "Ulysses embedding"),
+    (dict(default_dp_type="zero3"), "default_dp_type='zero3'"),
+])
+def test_galvatron3_settings_the_executor_cannot_run_are_refused(change, match):
+    import dataclasses
+
+    plan = dataclasses.replace(Plan(1, 2, 1, [4], 2, 8, [Strategy(1, 1, 2)] * 4), **change)
+    with pytest.raises(PlanError, match=match):
+        run_plans([plan], CFG)

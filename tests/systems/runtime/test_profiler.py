@@ -27,6 +27,13 @@ def test_cli_profile_then_search_with_it(tmp_path, capsys):
     names = sorted(p.name for p in tmp_path.iterdir())
     assert "allreduce_bandwidth_1nodes_2gpus_per_node.json" in names
     assert "memory_profiling_fp32_hidden64_head4_seqlen32.json" in names
+    # the same measurement in Galvatron 3.0's layout, read back the same
+    assert {"memory_profiling_fp32_tiny_all.json", "computation_profiling_fp32_tiny_all.json"} <= set(names)
+    from sgl.systems.parallel import load_model_profile
+    legacy, current = (load_model_profile(tmp_path / f"memory_profiling_fp32_{tag}.json",
+                                          tmp_path / f"computation_profiling_fp32_{tag}.json", "tiny")
+                       for tag in ("hidden64_head4_seqlen32", "tiny_all"))
+    assert current.act_mb == legacy.act_mb and current.fwd_ms == legacy.fwd_ms and current.batch_size == 2
     hw = json.loads((tmp_path / "allreduce_bandwidth_1nodes_2gpus_per_node.json").read_text())
     assert hw["allreduce_size_2_consec_1"] > 0
     searcher = PlanSearcher(PlanSearchConfig(model="tiny", num_nodes=1, devices_per_node=2, memory_gb=1,
