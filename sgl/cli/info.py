@@ -12,7 +12,11 @@ def register(sub: Any) -> None:
     datasets_sub = datasets.add_subparsers(dest="datasets_command", required=True)
     datasets_sub.add_parser("list", help="list registered datasets")
     datasets.set_defaults(handler=cmd_datasets)
-    sub.add_parser("models", help="list available models").set_defaults(handler=cmd_models)
+    models = sub.add_parser("models", help="list available models")
+    models.add_argument("--presets", action="store_true",
+                        help="list each model's per-dataset presets (what `sgl train` uses when no flag overrides "
+                             "them) and their sources")
+    models.set_defaults(handler=cmd_models)
 
 
 def cmd_datasets(args: argparse.Namespace) -> int:
@@ -25,7 +29,26 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _settings(values: Any) -> str:
+    return ", ".join(f"{key}={value}" for key, value in values.items()) or "-"
+
+
+def cmd_presets() -> int:
+    from sgl.models import list_presets
+
+    rows = list_presets()
+    print("presets (sgl train --model NAME --dataset DATASET uses them; an explicit flag overrides a value):")
+    width = max(len(p.model) for p in rows)
+    for p in rows:
+        print(f"  {p.model:<{width}}  {p.dataset:<9} {p.source:<10}  model: {_settings(p.model_config)}; "
+              f"train: {_settings(p.train)}")
+        print(f"  {'':<{width}}  {'':<9} {'':<10}  source: {p.reference}")
+    return 0
+
+
 def cmd_models(args: argparse.Namespace) -> int:
+    if getattr(args, "presets", False):
+        return cmd_presets()
     from sgl.models import CTR_MODELS, MODELS
 
     print("graph models (sgl train --model NAME):")

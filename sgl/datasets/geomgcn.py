@@ -13,20 +13,27 @@ ship as three kinds of files in the graphdml-uiuc-jlu/geom-gcn repository:
 Like PyG's ``WebKB`` / ``WikipediaNetwork(geom_gcn_preprocess=True)`` / ``Actor``, edges
 are kept as given (directed), deduplicated, self-loops kept; ``to_undirected=True``
 symmetrizes them, which many heterophily papers do.
+
+The same six graphs also ship re-packed in the heterophily benchmark's single-``.npz``
+layout (``chameleon.npz``, ``chameleon_directed.npz``, ``texas.npz``, ``actor.npz`` ... in
+yandex-research/heterophilous-graphs; see :mod:`sgl.datasets.heterophily`), with their 10
+splits inside. :func:`load_geomgcn` reads whichever layout is on disk: the raw files first,
+then ``<name>.npz`` (undirected: each edge stored once) or ``<name>_directed.npz``.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, List, Optional, Union
 
 import numpy as np
 import torch
 
 from sgl.data import Graph
-from sgl.datasets.download import corrupt_file_error, ensure_files
+from sgl.datasets.download import corrupt_file_error, ensure_files, find_folder
 from sgl.datasets.edges import csr_graph, edges_to_csr
-from sgl.errors import ConfigError
+from sgl.datasets.heterophily import find_heterophily_npz, read_heterophily
+from sgl.errors import ConfigError, DatasetError, DownloadError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -171,26 +178,37 @@ def read_geomgcn(folder: PathLike, name: str, split: int = 0, to_undirected: boo
     train, val, test = _read_split(folder / _split_file(prefix, split), n)
     graph = csr_graph(indptr, indices, x=torch.from_numpy(x), y=torch.from_numpy(y),
                       train_mask=train, val_mask=val, test_mask=test, name=prefix)
-    graph.split = split
+    graph.split, graph.num_splits = split, _NUM_SPLITS
     return graph
+
+
+def _npz_candidates(key: str, to_undirected: Optional[bool]) -> List[str]:
+    """Heterophily-layout files holding graph ``key``, in order of preference."""
+    if to_undirected is False:  # the undirected archives store each edge once: no direction to keep
+        return [f"{key}_directed.npz"]
+    return [f"{key}.npz", f"{key}_directed.npz"]
 
 
 def load_geomgcn(
     name: str,
     root: Optional[PathLike] = None,
     split: int = 0,
-    to_undirected: bool = False,
+    to_undirected: Optional[bool] = None,
     download: bool = True,
 ) -> Graph:
-    """Texas, Wisconsin, Cornell, Chameleon, Squirrel or Actor with Geom-GCN split ``split``.
+    """Texas, Wisconsin, Cornell, Chameleon, Squirrel or Actor with split ``split`` of 10.
 
     Args:
         name: ``texas``, ``wisconsin``, ``cornell``, ``chameleon``, ``squirrel`` or ``actor``.
         root: folder holding the files directly or in ``<name>/`` or ``<name>/raw/``;
-            default ``$SGL_DATA`` or ``~/.sgl/datasets``. Missing files are downloaded
+            default ``$SGL_DATA`` or ``~/.sgl/datasets``. Either layout is read: the
+            Geom-GCN raw files, or the heterophily benchmark's ``<name>.npz`` /
+            ``<name>_directed.npz``. When neither is there, the raw files are downloaded
             from graphdml-uiuc-jlu/geom-gcn.
         split: which of the 10 standard splits fills the masks (0..9).
-        to_undirected: symmetrize the (directed) edge list.
+        to_undirected: ``None`` (default) keeps the edges as the files store them (raw and
+            ``*_directed.npz``: directed; ``<name>.npz``: undirected); ``True`` symmetrizes;
+            ``False`` insists on directed edges (raw files or ``<name>_directed.npz``).
         download: set ``False`` to fail instead of downloading.
 
     Example:
@@ -206,15 +224,26 @@ def load_geomgcn(
         raise ConfigError(f"unknown Geom-GCN dataset {name!r}; expected one of {', '.join(GEOMGCN_NAMES)}")
     if isinstance(split, bool) or not isinstance(split, (int, np.integer)) or not 0 <= split < _NUM_SPLITS:
         raise ConfigError(f"split must be an integer in 0..{_NUM_SPLITS - 1}, got {split!r}")
+    if to_undirected is not None and not isinstance(to_undirected, bool):
+        raise ConfigError(f"to_undirected must be true, false or None, got {to_undirected!r}")
     prefix = GEOMGCN_NAMES[key]
     files = [_FEATURES, _EDGES, _split_file(prefix, int(split))]
+    folders = [key] if key == prefix else [key, prefix]
+    if find_folder(root, folders, files) is None:
+        npz = find_heterophily_npz(root, folders, _npz_candidates(key, to_undirected))
+        if npz is not None:
+            return read_heterophily(npz, int(split), to_undirected, name=key)
     urls = {
         _FEATURES: f"{_URL}/new_data/{prefix}/{_FEATURES}",
         _EDGES: f"{_URL}/new_data/{prefix}/{_EDGES}",
         files[2]: f"{_URL}/splits/{files[2]}",
     }
-    folders = [key] if key == prefix else [key, prefix]
-    folder = ensure_files(root, folders, files, urls, _SHA256.get(prefix), download=download)
-    graph = read_geomgcn(folder, prefix, int(split), to_undirected)
+    try:
+        folder = ensure_files(root, folders, files, urls, _SHA256.get(prefix), download=download)
+    except (DatasetError, DownloadError) as exc:
+        alternatives = " or ".join(_npz_candidates(key, to_undirected))
+        raise type(exc)(f"{exc} Alternatively, put {alternatives} (the heterophily benchmark's single-file "
+                        f"layout) there.") from exc
+    graph = read_geomgcn(folder, prefix, int(split), bool(to_undirected))
     graph.name = key
     return graph

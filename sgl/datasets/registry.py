@@ -1,26 +1,26 @@
 """The dataset registry: one name per dataset, used by :func:`load` and the CLI.
 
 Names are case-insensitive and ``_`` is read as ``-`` (``"OGBN_ARXIV"`` finds
-``ogbn-arxiv``). Any TU dataset loads as ``"tu:<NAME>"`` (e.g. ``"tu:NCI1"``) without
-being registered. A misspelt name raises :class:`sgl.errors.DatasetError` listing the
-valid names and the closest match.
+``ogbn-arxiv``). Any TU dataset loads as ``"tu:<NAME>"`` (e.g. ``"tu:NCI1"``) and a user's
+own files as ``"file:<PATH>"`` (an edge list, a ``.npz`` or a saved
+:class:`~sgl.data.Graph`; see :func:`sgl.datasets.load_file`), without being registered. A
+misspelt name raises :class:`sgl.errors.DatasetError` listing the valid names and the
+closest match.
+
+This module is light on purpose: it imports only the standard library and
+:mod:`sgl.errors`. Built-in entries name their loader as ``module:function`` and import it
+on :func:`load`, so listing datasets (``sgl datasets list``) loads neither torch nor numpy.
 """
 from __future__ import annotations
 
 import difflib
 import functools
+import importlib
 import inspect
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-from sgl.datasets.geomgcn import load_geomgcn
-from sgl.datasets.karate import load_karate
-from sgl.datasets.npz import load_npz
-from sgl.datasets.ogb import load_ogb
-from sgl.datasets.planetoid import load_planetoid
-from sgl.datasets.synthetic import csbm
-from sgl.datasets.tu import load_tu
 from sgl.errors import ConfigError, DatasetError
 
 __all__ = ["register", "load", "list_datasets", "dataset_task"]
@@ -28,14 +28,41 @@ __all__ = ["register", "load", "list_datasets", "dataset_task"]
 PathLike = Union[str, os.PathLike]
 
 _TASKS = ("node", "graph", "link", "recommendation", "ctr")
+#: name prefixes that load without registration: TU sets by name, a user's own files
+_PREFIXES = ("tu:", "file:")
+
+
+@dataclass(frozen=True)
+class _LazyLoader:
+    """``module:function`` (with leading positional ``args``), imported on first use.
+
+    ``adapt`` names a wrapper applied after import: ``"without_root"`` for loaders that read
+    no files (built-in, synthetic), ``"synthetic"`` for the CSBM generator's defaults.
+    """
+
+    module: str
+    function: str
+    args: Tuple[Any, ...] = ()
+    adapt: Optional[str] = None
+
+    def resolve(self) -> Callable[..., Any]:
+        func = getattr(importlib.import_module(self.module), self.function)
+        if self.adapt == "synthetic":
+            func = _synthetic_defaults(func)
+        if self.adapt in ("without_root", "synthetic"):
+            func = _without_root(func)
+        return functools.partial(func, *self.args) if self.args else func
 
 
 @dataclass(frozen=True)
 class _Entry:
     name: str
-    loader: Callable[..., Any]
+    loader: Union[Callable[..., Any], _LazyLoader]
     description: str
     task: str
+
+    def resolve(self) -> Callable[..., Any]:
+        return self.loader.resolve() if isinstance(self.loader, _LazyLoader) else self.loader
 
 
 _REGISTRY: Dict[str, _Entry] = {}
@@ -43,6 +70,19 @@ _REGISTRY: Dict[str, _Entry] = {}
 
 def _key(name: str) -> str:
     return name.strip().lower().replace("_", "-")
+
+
+def _check_entry(name: str, task: str, overwrite: bool) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"a dataset name must be a non-empty string, got {name!r}")
+    if task not in _TASKS:
+        raise ConfigError(f"task must be one of {', '.join(_TASKS)}; got {task!r}")
+    key = _key(name)
+    if key.startswith(_PREFIXES):
+        raise ConfigError("names starting with 'tu:' or 'file:' are reserved (TU datasets by name, a user's files)")
+    if key in _REGISTRY and not overwrite:
+        raise ConfigError(f"a dataset named {_REGISTRY[key].name!r} is already registered; pass overwrite=True")
+    return key
 
 
 def register(name: str, loader: Callable[..., Any], description: str, task: str = "node",
@@ -63,18 +103,31 @@ def register(name: str, loader: Callable[..., Any], description: str, task: str 
         >>> load("MY_KARATE").num_nodes
         34
     """
-    if not isinstance(name, str) or not name.strip():
-        raise ConfigError(f"a dataset name must be a non-empty string, got {name!r}")
     if not callable(loader):
         raise ConfigError(f"loader for {name!r} must be callable, got {type(loader).__name__}")
-    if task not in _TASKS:
-        raise ConfigError(f"task must be one of {', '.join(_TASKS)}; got {task!r}")
-    key = _key(name)
-    if key.startswith("tu:"):
-        raise ConfigError("names starting with 'tu:' are reserved for TU datasets loaded by name")
-    if key in _REGISTRY and not overwrite:
-        raise ConfigError(f"a dataset named {_REGISTRY[key].name!r} is already registered; pass overwrite=True")
+    key = _check_entry(name, task, overwrite)
     _REGISTRY[key] = _Entry(name.strip(), loader, str(description), task)
+
+
+def register_lazy(name: str, target: str, description: str, task: str = "node", args: Tuple[Any, ...] = (),
+                  adapt: Optional[str] = None, overwrite: bool = False) -> None:
+    """Register a loader by its import path ``"package.module:function"`` (imported on :func:`load`).
+
+    ``args`` are passed first (e.g. the dataset's name to a family loader). This keeps
+    :func:`list_datasets` free of heavy imports; a wrong path fails on the first load.
+
+    Example:
+        >>> from sgl.datasets.registry import register_lazy, load
+        >>> register_lazy("karate-lazy", "sgl.datasets.karate:load_karate", "karate, imported on load",
+        ...               adapt="without_root", overwrite=True)
+        >>> load("karate-lazy", seed=2).num_nodes
+        34
+    """
+    module, sep, function = str(target).partition(":")
+    if not sep or not module or not function:
+        raise ConfigError(f"a lazy loader is 'package.module:function', got {target!r}")
+    key = _check_entry(name, task, overwrite)
+    _REGISTRY[key] = _Entry(name.strip(), _LazyLoader(module, function, tuple(args), adapt), str(description), task)
 
 
 def list_datasets() -> List[Tuple[str, str, str]]:
@@ -104,9 +157,11 @@ def _unknown(name: str) -> DatasetError:
     names = sorted(e.name for e in _REGISTRY.values())
     close = difflib.get_close_matches(_key(name), list(_REGISTRY), n=1, cutoff=0.6)
     hint = f" Did you mean {_REGISTRY[close[0]].name!r}?" if close else ""
+    if os.path.exists(os.path.expanduser(name.strip())):
+        hint = f" {name!r} is a path: to load your own files, pass 'file:{name.strip()}'."
     return DatasetError(
         f"unknown dataset {name!r}.{hint} Valid names: {', '.join(names)} "
-        f"(and 'tu:<NAME>' for any TU graph-classification dataset)"
+        f"(and 'tu:<NAME>' for any TU graph-classification dataset, 'file:<PATH>' for your own graph)"
     )
 
 
@@ -132,10 +187,13 @@ def load(name: str, root: Optional[PathLike] = None, **kwargs: Any) -> Any:
     """Load a registered dataset by name.
 
     Args:
-        name: a name from :func:`list_datasets` (case-insensitive), or ``"tu:<NAME>"``.
+        name: a name from :func:`list_datasets` (case-insensitive), ``"tu:<NAME>"``, or
+            ``"file:<PATH>"`` for a user's own graph (a relative ``PATH`` is read from
+            ``root`` when given).
         root: where its files are (or go); ``None`` = ``$SGL_DATA`` or ``~/.sgl/datasets``.
         **kwargs: the dataset's own options (e.g. ``normalize_features=True`` for Planetoid,
-            ``split=3`` for Geom-GCN sets, ``num_nodes=10**6`` for ``synthetic``).
+            ``split=3`` for Geom-GCN sets, ``num_nodes=10**6`` for ``synthetic``,
+            ``features=PATH`` / ``labels=PATH`` for ``file:``).
 
     Returns:
         A :class:`~sgl.data.Graph` for node-level datasets, a
@@ -152,14 +210,23 @@ def load(name: str, root: Optional[PathLike] = None, **kwargs: Any) -> Any:
         raise DatasetError(f"a dataset name must be a string, got {type(name).__name__}")
     key = _key(name)
     if key.startswith("tu:"):
+        from sgl.datasets.tu import load_tu
+
         tu_name = name.strip()[3:]
         _check_options(name, load_tu, {"name": tu_name, "root": root, **kwargs}, hidden=("root", "name"))
         return load_tu(tu_name, root=root, **kwargs)
+    if key.startswith("file:"):
+        from sgl.datasets.user_files import load_file
+
+        path = name.strip()[len("file:"):]
+        _check_options(name, load_file, {"path": path, "root": root, **kwargs}, hidden=("root", "path"))
+        return load_file(path, root=root, **kwargs)
     entry = _REGISTRY.get(key)
     if entry is None:
         raise _unknown(name)
-    _check_options(entry.name, entry.loader, {"root": root, **kwargs})
-    return entry.loader(root=root, **kwargs)
+    loader = entry.resolve()
+    _check_options(entry.name, loader, {"root": root, **kwargs})
+    return loader(root=root, **kwargs)
 
 
 def _without_root(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -176,54 +243,24 @@ def _without_root(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _synthetic(num_nodes: int = 2708, **kwargs: Any) -> Any:
-    return csbm(num_nodes, **kwargs)
+def _synthetic_defaults(csbm: Callable[..., Any]) -> Callable[..., Any]:
+    """The CSBM generator with Cora's size as the default ``num_nodes``."""
 
+    def synthetic(num_nodes: int = 2708, **kwargs: Any) -> Any:
+        return csbm(num_nodes, **kwargs)
 
-_synthetic.__signature__ = inspect.signature(csbm).replace(  # type: ignore[attr-defined]
-    parameters=[p.replace(default=2708) if p.name == "num_nodes" else p
-                for p in inspect.signature(csbm).parameters.values()]
-)
+    synthetic.__signature__ = inspect.signature(csbm).replace(  # type: ignore[attr-defined]
+        parameters=[p.replace(default=2708) if p.name == "num_nodes" else p
+                    for p in inspect.signature(csbm).parameters.values()]
+    )
+    return synthetic
 
 
 def _register_builtins() -> None:
-    register("karate", _without_root(load_karate),
-             "Zachary's Karate Club, built in: 34 nodes, 2 factions, one-hot features")
-    register("synthetic", _without_root(_synthetic),
-             "seeded contextual stochastic block model (CSBM) with tunable homophily")
-    for name, title in (("cora", "Cora"), ("citeseer", "CiteSeer"), ("pubmed", "PubMed")):
-        register(name, functools.partial(load_planetoid, name),
-                 f"{title} citation graph, Planetoid files and public split")
-    for name, title in (("cora-npz", "Cora (gnn-benchmark npz)"),
-                        ("amazon-computers", "Amazon Computers co-purchase graph"),
-                        ("amazon-photo", "Amazon Photo co-purchase graph"),
-                        ("coauthor-cs", "Coauthor CS co-authorship graph"),
-                        ("coauthor-physics", "Coauthor Physics co-authorship graph")):
-        register(name, functools.partial(load_npz, name), f"{title}, gnn-benchmark npz, per-class random split")
-    for name, title in (("texas", "Texas WebKB"), ("wisconsin", "Wisconsin WebKB"), ("cornell", "Cornell WebKB"),
-                        ("chameleon", "Chameleon Wikipedia"), ("squirrel", "Squirrel Wikipedia"),
-                        ("actor", "Actor (film) co-occurrence")):
-        register(name, functools.partial(load_geomgcn, name),
-                 f"{title} heterophilous graph, Geom-GCN files and 10 splits")
-    register("mutag", functools.partial(load_tu, "MUTAG"), "MUTAG molecules (TU), 188 graphs, 2 classes",
-             task="graph")
-    register("proteins", functools.partial(load_tu, "PROTEINS"), "PROTEINS (TU), 1,113 graphs, 2 classes",
-             task="graph")
-    register("ogbn-arxiv", functools.partial(load_ogb, "ogbn-arxiv"),
-             "OGB arXiv citation graph, 169k nodes, 40 classes, time split")
-    register("ogbn-products", functools.partial(load_ogb, "ogbn-products"),
-             "OGB Amazon products graph, 2.4M nodes, 47 classes, sales-rank split")
-    register("ogbn-papers100M", functools.partial(load_ogb, "ogbn-papers100M"),
-             "OGB papers100M citation graph, 111M nodes, 172 classes (binary npz layout)")
-    from sgl.datasets import ctr
+    from sgl.datasets.catalog import BUILTIN_DATASETS
 
-    register("criteo", ctr.load_criteo, "Criteo display ads CTR: label, 13 dense, 26 categorical "
-             "(streaming TSV/CSV, or the HET sampled .npy arrays)", task="ctr")
-    register("avazu", ctr.load_avazu, "Avazu mobile ads CTR: 22 categorical fields", task="ctr")
-    register("movielens-100k", ctr.load_movielens_100k,
-             "MovieLens-100k as implicit CTR (rating >= 4), user/item/age/gender/occupation/genre", task="ctr")
-    register("synthetic-ctr", ctr.load_synthetic_ctr,
-             "seeded synthetic CTR: Zipf ids per field, planted logistic ground truth", task="ctr")
+    for name, target, description, task, args, adapt in BUILTIN_DATASETS:
+        register_lazy(name, target, description, task=task, args=args, adapt=adapt)
 
 
 _register_builtins()

@@ -7,7 +7,9 @@ they also run on million-node graphs:
   number of training and validation nodes *per class*, the rest for testing;
 * :func:`planetoid_split` — the "random" Planetoid split (PyG ``RandomNodeSplit``):
   ``train_per_class`` nodes per class, then ``num_val`` / ``num_test`` nodes drawn from
-  the remaining ones regardless of class.
+  the remaining ones regardless of class;
+* :func:`random_split` — fractions of each class (a stratified 60/20/20 split by default,
+  the ratio of the Geom-GCN and heterophily benchmarks), for a user's own graph.
 
 Nodes with a negative label (unlabeled) are never put in any split.
 """
@@ -20,7 +22,7 @@ import torch
 
 from sgl.errors import ConfigError
 
-__all__ = ["per_class_split", "planetoid_split"]
+__all__ = ["per_class_split", "planetoid_split", "random_split"]
 
 Masks = Tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
@@ -124,3 +126,34 @@ def planetoid_split(
         num_val = int(round(rest.size * num_val / total))
         num_test = rest.size - num_val
     return _to_masks(labels.size, train, rest[:num_val], rest[num_val:num_val + num_test])
+
+
+def random_split(y: Any, train_ratio: float = 0.6, val_ratio: float = 0.2, seed: int = 0) -> Masks:
+    r"""Boolean ``(train, val, test)`` masks holding ``train_ratio`` / ``val_ratio`` / the rest
+    of each class's labeled nodes (stratified, so every class is in every part it can be).
+
+    With :math:`n_c` labeled nodes in class :math:`c`, the first
+    :math:`t_c = \lfloor r_{train} n_c + 1/2 \rfloor` of a seeded random order of them train,
+    the next :math:`\lfloor (r_{train} + r_{val}) n_c + 1/2 \rfloor - t_c` validate, the rest test.
+    Unlabeled nodes (label ``-1``) are in no part.
+
+    Example:
+        >>> import torch
+        >>> from sgl.datasets import random_split
+        >>> y = torch.tensor([0] * 10 + [1] * 5 + [-1] * 3)
+        >>> [int(m.sum()) for m in random_split(y, 0.6, 0.2, seed=0)]
+        [9, 3, 3]
+    """
+    for value, name in ((train_ratio, "train_ratio"), (val_ratio, "val_ratio")):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0.0 <= value <= 1.0:
+            raise ConfigError(f"{name} must be a fraction in [0, 1], got {value!r}")
+    if train_ratio + val_ratio > 1.0 + 1e-9:
+        raise ConfigError(f"train_ratio + val_ratio must be at most 1, got {train_ratio} + {val_ratio}")
+    labels = _labels(y)
+    order, rank = _rank_within_class(labels, np.random.default_rng(seed))
+    classes = labels[order]
+    sizes = np.bincount(classes, minlength=int(classes.max()) + 1 if classes.size else 0)[classes]
+    train_end = np.floor(train_ratio * sizes + 0.5)
+    val_end = np.floor((train_ratio + val_ratio) * sizes + 0.5)
+    return _to_masks(labels.size, order[rank < train_end], order[(rank >= train_end) & (rank < val_end)],
+                     order[rank >= val_end])

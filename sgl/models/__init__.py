@@ -7,7 +7,7 @@ through the declared :class:`ScalableModel` protocol (precompute / forward / pos
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple, Type
+from typing import Any, Dict, Optional, Tuple
 
 from sgl.errors import ConfigError
 from sgl.models.appnp import APPNP, APPNPConfig
@@ -23,6 +23,8 @@ from sgl.models.message_passing import GAT, GCN, MESSAGE_PASSING_MODELS, GATConf
 from sgl.models.mlp import MLP, ResMLP
 from sgl.models.nafs import NAFS, NAFSConfig
 from sgl.models.pasca import PaSCaV1, PaSCaV1Config, PaSCaV2, PaSCaV2Config, PaSCaV3, PaSCaV3Config
+from sgl.models.presets import PRESETS, Preset, list_presets, preset
+from sgl.models.presets import preset as _preset
 from sgl.models.s2gc import S2GC, S2GCConfig
 from sgl.models.sgc import SGC, SGCConfig
 from sgl.models.sign import SIGN, SIGNConfig
@@ -37,7 +39,7 @@ __all__ = [
     "APPNP", "APPNPConfig", "NAFS", "NAFSConfig", "GAMLP", "GAMLPConfig",
     "PaSCaV1", "PaSCaV1Config", "PaSCaV2", "PaSCaV2Config", "PaSCaV3", "PaSCaV3Config",
     "GCN", "GCNConfig", "GraphSAGE", "SAGEConfig", "GAT", "GATConfig",
-    "MODELS", "build_model", "model_config", "default_train_config",
+    "MODELS", "build_model", "model_config", "default_train_config", "preset", "list_presets", "Preset", "PRESETS",
     "RWGSL", "RWGSLConfig", "KNNGraph", "KNNGraphConfig", "NoStructureLearning", "STRUCTURE_LEARNERS",
     "structure_learner", "GCMAE", "GCMAEConfig", "gcmae_config", "graphmae_config", "grace_config", "DGI", "DGIConfig",
     "GAE", "GAEConfig", "SSL_MODELS", "build_ssl_model", "ssl_model_config",
@@ -69,20 +71,36 @@ def _lookup(name: str):
     return MODELS[key]
 
 
-def model_config(name: str, **overrides: Any) -> Any:
-    """The typed config of model ``name`` with ``overrides`` applied (unknown keys rejected)."""
+def model_config(name: str, preset: Optional[str] = None, **overrides: Any) -> Any:
+    """The typed config of model ``name``: its defaults, then dataset ``preset``'s values
+    (see :func:`preset`; an unknown pair raises), then ``overrides`` (unknown keys rejected).
+
+    Example:
+        >>> from sgl.models import model_config
+        >>> model_config("sgc").k, model_config("sgc", preset="cora").k, model_config("sgc", preset="cora", k=1).k
+        (2, 3, 1)
+    """
     _, config_cls, _ = _lookup(name)
+    values = {**(_preset(name, preset, strict=True)[0] if preset is not None else {}), **overrides}
     valid = set(config_cls.__dataclass_fields__)
-    unknown = set(overrides) - valid
+    unknown = set(values) - valid
     if unknown:
         raise ConfigError(f"unknown option(s) {sorted(unknown)} for model {name!r}; valid: {sorted(valid)}")
-    return config_cls(**overrides)
+    return config_cls(**values)
 
 
-def default_train_config(name: str) -> Dict[str, Any]:
-    """The model family's training defaults (fields of :class:`sgl.tasks.TrainConfig`)."""
+def default_train_config(name: str, preset: Optional[str] = None) -> Dict[str, Any]:
+    """The model family's training defaults (fields of :class:`sgl.tasks.TrainConfig`), with
+    dataset ``preset``'s training values on top when given.
+
+    Example:
+        >>> from sgl.models import default_train_config
+        >>> default_train_config("sgc")["weight_decay"], default_train_config("sgc", preset="cora")["weight_decay"]
+        (1.3e-05, 5e-05)
+    """
     model_cls, _, _ = _lookup(name)
-    return dict(getattr(model_cls, "default_train_config", {}))
+    base = dict(getattr(model_cls, "default_train_config", {}))
+    return {**base, **(_preset(name, preset, strict=True)[1] if preset is not None else {})}
 
 
 def build_model(name: str, in_features: int, num_classes: int, config: Any = None) -> Any:

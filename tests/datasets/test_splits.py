@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from sgl.datasets import per_class_split, planetoid_split
+from sgl.datasets import per_class_split, planetoid_split, random_split
 from sgl.errors import ConfigError
 
 
@@ -29,3 +29,18 @@ def test_validation():
         per_class_split(torch.zeros(3, dtype=torch.long), train_per_class=-1)
     with pytest.raises(ConfigError):
         planetoid_split(torch.zeros(3))
+
+
+def test_random_split_fractions_per_class():
+    y = torch.tensor([0] * 50 + [1] * 30 + [2] * 20 + [-1] * 5)
+    train, val, test = random_split(y, 0.6, 0.2, seed=3)
+    assert torch.bincount(y[train]).tolist() == [30, 18, 12]
+    assert torch.bincount(y[val]).tolist() == [10, 6, 4]
+    assert torch.bincount(y[test]).tolist() == [10, 6, 4]
+    assert not ((train & val) | (val & test) | (train & test)).any() and not (train | val | test)[y < 0].any()
+    assert not torch.equal(train, random_split(y, 0.6, 0.2, seed=4)[0])
+    assert torch.equal(train, random_split(y, 0.6, 0.2, seed=3)[0])
+    with pytest.raises(ConfigError, match="at most 1"):
+        random_split(y, 0.9, 0.2)
+    with pytest.raises(ConfigError, match="train_ratio must be a fraction"):
+        random_split(y, 1.5)
