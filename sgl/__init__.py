@@ -24,7 +24,7 @@ def __getattr__(name):
         globals()["Graph"] = Graph
         return Graph
     if name in ("datasets", "ops", "data", "models", "tasks", "comm", "device", "cli", "fileio", "search",
-                "samplers", "embeddings", "systems"):
+                "samplers", "embeddings", "analytics", "systems"):
         module = importlib.import_module(f"sgl.{name}")
         globals()[name] = module
         return module

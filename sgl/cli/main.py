@@ -7,7 +7,11 @@
 
 Every command that reads a dataset takes ``--root DIR``; results are printed on lines that
 start with the metric's name (``test accuracy: 81.0 ± 0.3 (10 seeds)``). Errors from bad
-input are printed as one ``error:`` line with exit status 2, never as a traceback.
+input are printed as one ``error:`` line with exit status 2, never as a traceback, and name
+the flags the user typed (``--batch-size must be ...``, :func:`sgl.cli.flags.cli_message`).
+
+The parsers import no library (no torch, no torch_geometric): ``sgl --help``, ``sgl --version``
+and every ``--help`` start at once; a handler imports what it runs.
 """
 from __future__ import annotations
 
@@ -15,14 +19,15 @@ import argparse
 import sys
 from typing import List, Optional
 
-from sgl.cli import info, plan, preprocess, search, train
+from sgl.cli import info, motifs, plan, preprocess, search, train, vend
+from sgl.cli.flags import cli_message
 from sgl.errors import SGLError
 
 __all__ = ["main", "build_parser"]
 
 #: subcommand modules, each with ``register(subparsers)`` adding parsers whose
 #: ``handler(args) -> int`` runs the command
-COMMANDS = (train, info, search, preprocess, plan)
+COMMANDS = (train, info, search, preprocess, plan, vend, motifs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,7 +47,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         return args.handler(args)
     except SGLError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {cli_message(str(exc), parser, args)}", file=sys.stderr)
         return 2
 
 
