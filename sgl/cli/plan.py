@@ -3,15 +3,23 @@
     sgl plan search --model llama-7b --devices 8 --memory 80GiB [--profile DIR] [--out plan.json]
     sgl plan profile --out DIR [--world-size 2]      # measure this machine (CPU/gloo here)
     sgl plan show plan.json [--model llama-7b]
+
+``--out`` is checked before the search or the profiling starts.
 """
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from sgl._checks import check_real, parse_bytes
+from sgl.cli.paths import check_output_path
 from sgl.errors import ConfigError, PlanError
 
 __all__ = ["register", "parse_memory_gb"]
+
+#: dest -> the name its value has in PlanSearchConfig (error messages name the flag)
+_LIBRARY_NAMES = {"memory": "memory_gb", "granularity": "granularity_mb", "profile": "profile_dir",
+                  "reserve": "reserve_fraction"}
 
 
 def parse_memory_gb(text: str) -> float:
@@ -22,20 +30,27 @@ def parse_memory_gb(text: str) -> float:
     """
     text = str(text).strip()
     try:
-        return check_real(float(text), "memory budget", 0.0, open_low=True, error=PlanError)
+        number = float(text)
     except ValueError:
-        pass
-    return parse_bytes(text, "memory budget", error=PlanError) / 2**30
+        return parse_bytes(text, "memory budget", error=PlanError) / 2**30
+    return check_real(number, "memory budget (--memory)", 0.0, open_low=True, error=PlanError)
 
 
-def _int_list(text: str) -> list:
+def _int_list(text: str, flag: str) -> list:
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise ConfigError(f"expected comma-separated integers, got {text!r}") from None
+        raise ConfigError(f"{flag} expects comma-separated integers, got {text!r}") from None
     if not values or min(values) < 1:
-        raise ConfigError(f"expected positive integers, got {text!r}")
+        raise ConfigError(f"{flag} expects positive integers, got {text!r}")
     return values
+
+
+def _plan_out(out: str) -> Path:
+    """``--out``: a ``.json`` file, or a folder that gets Galvatron's file name (as ``save_plan``)."""
+    path = Path(out).expanduser()
+    kind = "dir" if path.is_dir() or path.suffix.lower() != ".json" else "file"
+    return check_output_path(path, kind, "--out")
 
 
 def register(subparsers) -> None:
@@ -66,7 +81,7 @@ def register(subparsers) -> None:
     s.add_argument("--default-dp-type", default="ddp", choices=("ddp", "zero2"))
     s.add_argument("--baselines", action="store_true", help="also print pure DP/SDP/TP/3D under the same cost model")
     s.add_argument("--out", default=None, help="write the plan JSON here (a folder gets Galvatron's file name)")
-    s.set_defaults(handler=_search)
+    s.set_defaults(handler=_search, library_names=_LIBRARY_NAMES)
 
     p = sub.add_parser("profile", help="measure a small Transformer and the links of this machine")
     p.add_argument("--out", required=True, help="folder for the Galvatron-format profile JSONs")
@@ -102,12 +117,14 @@ def _cluster_args(args) -> tuple:
 
 
 def _search(args) -> int:
+    if args.out:
+        _plan_out(args.out)
     from sgl.systems.parallel import PlanSearchConfig, PlanSearcher, format_plan, save_plan
 
     nodes, per_node = _cluster_args(args)
     config = PlanSearchConfig(
         model=args.model, num_nodes=nodes, devices_per_node=per_node, memory_gb=parse_memory_gb(args.memory),
-        space=args.space, batch_sizes=tuple(_int_list(args.batch_sizes)), max_chunks=args.max_chunks,
+        space=args.space, batch_sizes=tuple(_int_list(args.batch_sizes, "--batch-sizes")), max_chunks=args.max_chunks,
         max_tp=args.max_tp, max_pp=args.max_pp, ckpt=not args.no_ckpt, sp_space=args.sp_space,
         granularity_mb=args.granularity, partition=args.partition, mode=args.mode,
         pipeline_type=args.pipeline_type, default_dp_type=args.default_dp_type, profile_dir=args.profile,
@@ -132,6 +149,7 @@ def _search(args) -> int:
 
 
 def _profile(args) -> int:
+    check_output_path(args.out, "dir", "--out")
     from sgl.systems.runtime import profile_to_dir
 
     started = time.perf_counter()

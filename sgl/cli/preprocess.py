@@ -3,6 +3,7 @@
 Graph datasets become a graph/feature store (:mod:`sgl.samplers.store`); the text CTR datasets
 (``criteo``, ``avazu``) become a memory-mapped CTR store under ``DIR``
 (:mod:`sgl.datasets.ctr_store`), which ``sgl train --task ctr --dataset-option store=DIR`` maps.
+``--out`` (and ``--root``) are checked before the dataset is read.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from sgl.errors import ConfigError
 from sgl.cli.options import key_values
+from sgl.cli.paths import check_input_folder, check_output_path
 
 __all__ = ["register", "cmd_preprocess"]
 
@@ -33,13 +35,18 @@ def cmd_preprocess(args: argparse.Namespace) -> int:
     from sgl.samplers.store import open_store, write_store
 
     options = key_values(args.dataset_option, "--dataset-option")
+    out = check_output_path(args.out, "dir", "--out")
     if sgl.datasets.dataset_task(args.dataset) == "ctr":
         return _preprocess_ctr(args, options)
+    check_input_folder(args.root, "--root")
+    if out.exists() and not args.overwrite:
+        raise ConfigError(f"--out {args.out} already exists; pass --overwrite to replace it (atomically, once the "
+                          f"new store is complete) or choose another folder")
     graph = sgl.datasets.load(args.dataset, root=args.root, **options)
     if not hasattr(graph, "indptr"):
         raise ConfigError(f"dataset {args.dataset!r} is not a single graph; `sgl preprocess` stores node datasets")
     path = write_store(graph, args.out, feature_dtype=args.feature_dtype, overwrite=args.overwrite,
-                       progress=not args.no_progress)
+                       progress=not args.no_progress, log=print)
     store = open_store(path)
     size = sum(entry["bytes"] for entry in store.meta["arrays"].values())
     print(f"store: {path} ({store.num_nodes:,} nodes, {store.num_edges:,} edges, {store.num_features} "

@@ -3,12 +3,17 @@
     sgl search --dataset cora --root DIR --objectives accuracy,latency --trials 100 --timeout 600
     sgl search show study.db [--all]
     sgl search export study.db --trial N > best.yaml
+
+The front/trials tables and the plot go to ``--out``, by default ``search-<study>/`` beside
+the SQLite study file (the current folder only without a study file); the storage file, the
+results folder and ``--root`` are checked before the dataset is loaded.
 """
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+
+from sgl.cli.paths import check_input_folder, check_output_path, check_storage, search_results_folder
 
 __all__ = ["register"]
 
@@ -38,8 +43,8 @@ def register(sub) -> None:
     search.add_argument("--space", help="JSON/YAML file narrowing the design space (keys of DesignSpace)")
     search.add_argument("--device", help="cpu, cuda, cuda:N")
     search.add_argument("--threads", type=int, help="torch intra-op threads (1 is fastest on small graphs)")
-    search.add_argument("--out", help="folder for front.csv/json, trials.csv and pareto.png "
-                                      "(default search-<study name>)")
+    search.add_argument("--out", help="folder for front.csv/json, trials.csv and pareto.png (default "
+                                      "search-<study name> beside the --storage file, else in the current folder)")
     search.add_argument("--no-progress", action="store_true")
     search.set_defaults(handler=cmd_search)
     actions = search.add_subparsers(dest="search_command")
@@ -57,15 +62,16 @@ def register(sub) -> None:
     export.set_defaults(handler=cmd_export)
 
 
-def _storage_arg(text: str) -> str:
-    from sgl.errors import SearchError
-
-    if "://" not in text and not Path(text).exists():
-        raise SearchError(f"study file {text!r} does not exist")
-    return text
+def _written(paths: dict) -> str:
+    folder = next(iter(paths.values())).parent.resolve()
+    return f"wrote {', '.join(p.name for p in paths.values())} to {folder}"
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    check_input_folder(args.root, "--root")
+    check_storage(args.storage, "--storage")
+    study_name = args.study_name or f"sgl-{args.dataset}"   # run_search's default name
+    out = check_output_path(search_results_folder(args.out, args.storage, study_name), "dir", "--out")
     import sgl.datasets
     from sgl.cli.options import key_values, read_config
     from sgl.search import DesignSpace, SearchConfig, run_search, search_train_config
@@ -87,9 +93,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     print(f"completed trials: {len(result.trials)}; Pareto front: {len(result.front)} designs"
           + (f"; hops computed {cache.propagations}x, reused {cache.hits}x" if cache else ""))
     print(format_front(result))
-    out = args.out or f"search-{result.study.study_name}"
-    paths = write_results(result, out)
-    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    if result.study.study_name != study_name:
+        out = search_results_folder(args.out, args.storage, result.study.study_name)
+    print(_written(write_results(result, out)))
     if args.storage:
         print(f"study: {args.storage} (resume with the same command; `sgl search show {args.storage}`)")
     return 0
@@ -99,13 +105,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     from sgl.search import load_result
     from sgl.search.report import format_front, write_results
 
-    result = load_result(_storage_arg(args.study_file), args.show_study)
+    if args.show_out:
+        check_output_path(args.show_out, "dir", "--out")
+    result = load_result(check_storage(args.study_file, "STUDY_FILE", must_exist=True), args.show_study)
     print(f"study {result.study.study_name}: {len(result.trials)} completed trials, "
           f"{len(result.front)} on the Pareto front ({', '.join(o.name for o in result.objectives)})")
     print(format_front(result, all_trials=args.all))
     if args.show_out:
-        paths = write_results(result, args.show_out)
-        print("wrote " + ", ".join(str(p) for p in paths.values()))
+        print(_written(write_results(result, args.show_out)))
     return 0
 
 
@@ -113,6 +120,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     from sgl.search import export_config, open_study
     from sgl.search.study import dumps_config
 
-    study = open_study(_storage_arg(args.study_file), args.show_study)
+    study = open_study(check_storage(args.study_file, "STUDY_FILE", must_exist=True), args.show_study)
     sys.stdout.write(dumps_config(export_config(study, args.trial, seeds=args.seeds)))
     return 0

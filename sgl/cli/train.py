@@ -5,8 +5,10 @@
     sgl train --task link|cluster|graph|ctr ...
     sgl train --sampler neighbor --fanouts 15,10      # sampled mini-batches (sage/gcn)
     sgl train --sampler outre --dataset store:DIR --memory-budget 256MB
+    sgl train --model gcmae --model-option preset=cora --dataset cora --seeds 5   # pre-train, then a linear probe
 
-A flag that the chosen path does not read is an error naming the flag, never ignored.
+A flag that the chosen path does not read is an error naming the flag, never ignored. The
+output paths (``--out``, ``--cache-dir``) and ``--root`` are checked before any work.
 """
 from __future__ import annotations
 
@@ -14,10 +16,11 @@ import argparse
 from typing import Any, Dict, List, Optional
 
 from sgl.cli.options import key_values, read_config
+from sgl.cli.paths import check_input_folder, check_output_path
 from sgl.cli.report import format_stat, write_record
 from sgl.errors import ConfigError
 
-__all__ = ["register", "build_run_config", "cmd_train"]
+__all__ = ["register", "build_run_config", "check_paths", "cmd_train"]
 
 _TRAIN_FLAGS = ("lr", "weight_decay", "epochs", "batch_size", "patience", "device")
 #: task -> its own flags (dest name -> task_options key)
@@ -27,6 +30,15 @@ _TASK_FLAGS: Dict[str, Dict[str, str]] = {
     "graph": {"graph_folds": "folds", "graph_pooling": "pooling", "graph_classifier": "classifier"},
 }
 _CTR_FLAGS = {"ctr_embedding": "embedding", "ctr_compression": "compression", "ctr_embed_dim": "embed_dim"}
+#: the linear probe of a self-supervised model under --task node (dest = task_options key)
+_PROBE_FLAGS = ("probe_epochs", "probe_lr", "probe_weight_decay", "probe_standardize")
+#: flags of node classification by a supervised model only
+_NODE_FLAGS = ["k", "rlu_stages", "rlu_threshold", "rlu_gamma", "rlu_temperature", "cache_dir", "structure",
+               "structure_option", "structure_pseudo", "structure_pseudo_seeds", "sampler", "fanouts", "memory_budget"]
+#: dest -> the name its value has in the library, where the two differ (error messages name the flag)
+_LIBRARY_NAMES = {**{dest: key for flags in _TASK_FLAGS.values() for dest, key in flags.items()}, **_CTR_FLAGS,
+                  **{f"rlu_{key}": key for key in ("stages", "threshold", "gamma", "temperature")},
+                  "structure_pseudo_seeds": "pseudo_seeds", "ctr_split": "split"}
 
 
 def register(sub: Any) -> None:
@@ -34,7 +46,8 @@ def register(sub: Any) -> None:
     t.add_argument("--config", help="JSON/YAML run config (or a result record from --out) to reproduce")
     t.add_argument("--task", choices=("node", "link", "cluster", "graph", "ctr"),
                    help="node (node classification, default), link, cluster, graph, ctr")
-    t.add_argument("--model", help="model name (see `sgl models`); default sgc")
+    t.add_argument("--model", help="model name (see `sgl models`); default sgc. A self-supervised model "
+                                   "(gcmae, graphmae, grace, dgi, gae) is pre-trained, then linearly probed")
     t.add_argument("--dataset", help="dataset name (see `sgl datasets list`); default karate")
     t.add_argument("--root", help="folder holding the dataset's files (downloaded there when absent)")
     t.add_argument("--seeds", type=int, help="number of seeds 0..N-1 (default 10)")
@@ -73,6 +86,13 @@ def register(sub: Any) -> None:
     t.add_argument("--fanouts", help="neighbours per hop, hop next to the seeds first (default 15,10)")
     t.add_argument("--memory-budget", help="byte budget for all caches of out-of-core training, e.g. 512MB "
                                            "(MB = 10^6 bytes, MiB = 2^20)")
+    g = t.add_argument_group("--task node with a self-supervised --model: the linear probe on frozen embeddings")
+    g.add_argument("--probe-epochs", type=int, help="epochs of the probe's logistic regression (default 400)")
+    g.add_argument("--probe-lr", type=float, help="Adam learning rate of the probe (default 0.01)")
+    g.add_argument("--probe-weight-decay", type=float, help="weight decay of the probe (default 1e-4)")
+    g.add_argument("--probe-standardize", action="store_true",
+                   help="standardise the embeddings with training-row statistics (default: raw embeddings, as "
+                        "the official GCMAE/GraphMAE protocol)")
     g = t.add_argument_group("--task link")
     g.add_argument("--link-val-ratio", type=float, help="held-out validation edges (default 0.05)")
     g.add_argument("--link-test-ratio", type=float, help="held-out test edges (default 0.1)")
@@ -89,7 +109,7 @@ def register(sub: Any) -> None:
     g.add_argument("--ctr-embedding-option", action="append", metavar="KEY=VALUE",
                    help="embedding backend option, e.g. threshold=50 or hash_rate=0.3")
     g.add_argument("--ctr-split", help="train,val,test fractions (default 0.8,0.1,0.1)")
-    t.set_defaults(handler=cmd_train)
+    t.set_defaults(handler=cmd_train, library_names=_LIBRARY_NAMES)
 
 
 def _flag(dest: str) -> str:
@@ -130,22 +150,27 @@ def build_run_config(args: argparse.Namespace):
     model_config = {**(data.get("model_config") or {}), **key_values(args.model_option, "--model-option")}
     data["dataset_options"] = {**(data.get("dataset_options") or {}),
                                **key_values(args.dataset_option, "--dataset-option")}
-    ssl = task in _TASK_FLAGS
+    probe = task == "node" and _self_supervised(data.get("model"))
+    ssl = task in _TASK_FLAGS or probe
     other_task_flags = [d for t, flags in _TASK_FLAGS.items() if t != task for d in flags]
     _reject(args, other_task_flags + ([] if task == "ctr" else [*_CTR_FLAGS, "ctr_embedding_option", "ctr_split"]),
             where)
+    if not probe:
+        _reject(args, list(_PROBE_FLAGS), f"{where} --model {data.get('model') or TASKS[task][0]} (the linear probe "
+                                          f"evaluates a self-supervised --model under --task node)")
     if task != "node":
-        _reject(args, ["k", "rlu_stages", "rlu_threshold", "rlu_gamma", "rlu_temperature", "cache_dir", "structure",
-                       "structure_option", "structure_pseudo", "structure_pseudo_seeds", "sampler", "fanouts",
-                       "memory_budget"], f"{where} (it applies to node classification)")
+        _reject(args, _NODE_FLAGS, f"{where} (it applies to node classification)")
+    elif probe:
+        _reject(args, _NODE_FLAGS, f"--model {data['model']} (a self-supervised model is pre-trained on the whole "
+                                   f"graph, then probed linearly)")
     if ssl:
         _reject(args, ["batch_size", "patience"], f"{where} (self-supervised models pre-train on the whole graph)")
         for dest in ("hidden", "dropout", "lr", "weight_decay", "epochs", "device"):
             if getattr(args, dest) is not None:
                 model_config[dest] = getattr(args, dest)
+        flags = {dest: dest for dest in _PROBE_FLAGS} if probe else _TASK_FLAGS[task]
         data["task_options"] = {**(data.get("task_options") or {}),
-                                **{key: getattr(args, dest) for dest, key in _TASK_FLAGS[task].items()
-                                   if getattr(args, dest) is not None}}
+                                **{key: getattr(args, dest) for dest, key in flags.items() if _given(args, dest)}}
     else:
         train = dict(data.get("train") or {})
         train.update({key: getattr(args, key) for key in _TRAIN_FLAGS if getattr(args, key) is not None})
@@ -155,7 +180,7 @@ def build_run_config(args: argparse.Namespace):
             model_config["hidden"] = [args.hidden, args.hidden] if task == "ctr" else args.hidden
         if args.dropout is not None:
             model_config["dropout"] = args.dropout
-    if task == "node":
+    if task == "node" and not probe:
         _node_flags(args, data, model_config)
     if task == "ctr":
         _ctr_flags(args, data)
@@ -166,8 +191,16 @@ def build_run_config(args: argparse.Namespace):
     return config
 
 
+def _self_supervised(model: Optional[str]) -> bool:
+    from sgl.models.ssl import SSL_MODELS
+
+    return model is not None and str(model).lower() in SSL_MODELS
+
+
 def _node_flags(args: argparse.Namespace, data: Dict[str, Any], model_config: Dict[str, Any]) -> None:
     if args.k is not None:
+        if args.k < 1:
+            raise ConfigError(f"--k must be a positive number of propagation hops, got {args.k}")
         model_config["k"] = args.k
     rlu = dict(data.get("rlu") or {})
     if args.rlu_stages:
@@ -214,16 +247,27 @@ def _ctr_flags(args: argparse.Namespace, data: Dict[str, Any]) -> None:
             raise ConfigError(f"--ctr-split expects three comma-separated fractions, got {args.ctr_split!r}") from None
 
 
+def check_paths(config: Any, out: Optional[str]) -> None:
+    """Every path the run writes or reads, checked before the dataset is loaded."""
+    if out:
+        check_output_path(out, "file", "--out")
+    if config.cache_dir is not None:
+        check_output_path(config.cache_dir, "dir", "--cache-dir")
+    if config.task != "ctr":  # the CTR loaders also take the data file itself as --root
+        check_input_folder(config.root, "--root")
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads must be a positive integer, got {args.threads}")
+    config = build_run_config(args)
+    check_paths(config, args.out)
     if args.threads is not None:
-        if args.threads < 1:
-            raise ConfigError(f"--threads must be a positive integer, got {args.threads}")
         import torch
 
         torch.set_num_threads(args.threads)
     from sgl.tasks.run import run
 
-    config = build_run_config(args)
     record = run(config, log=print, progress=not args.no_progress)
     _print_results(config, record)
     write_record(args.out, record)
@@ -246,6 +290,10 @@ def _print_results(config: Any, record: Dict[str, Any]) -> None:
     elif config.task == "graph":
         print(f"graph accuracy: {format_stat(record['acc'], n)}; mean std over {config.task_options['folds']} folds "
               f"{100 * record['fold_std']:.1f}")
+    elif config.self_supervised:  # --task node: pre-training, then the linear probe
+        print(f"test accuracy: {format_stat(record['test_acc'], n)}")
+        print(f"validation accuracy: {format_stat(record['val_acc'], n)}")
+        print(f"linear probe on {config.model} embeddings; pre-training {record['fit_time_s']['mean']:.1f} s per seed")
     elif config.sampler is not None and config.sampler.out_of_core:
         print(f"test accuracy: {format_stat(record['test_acc'], n)}")
         print(f"storage reads per epoch: {record['mean_bytes_per_epoch'] / 2**20:.2f} MiB in "

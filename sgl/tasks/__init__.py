@@ -7,6 +7,7 @@
   sampled mini-batches (:mod:`sgl.tasks.minibatch`), out-of-core training
   (:mod:`sgl.tasks.outofcore`), self-supervised pre-training (:func:`pretrain`), structure
   learning (:func:`learn_structure`), link prediction, clustering, graph classification, CTR.
+* run records' provenance (:func:`run_provenance`: SGL and torch versions, :func:`dataset_hash`).
 """
 from sgl.tasks.config import TrainConfig
 from sgl.tasks.metrics import accuracy, macro_f1
@@ -22,20 +23,21 @@ from sgl.tasks.node_runs import run_node_classification
 from sgl.tasks.rlu import RLUConfig, train_rlu
 from sgl.tasks.clustering import cluster_metrics, clustering_accuracy, kmeans, run_clustering
 from sgl.tasks.graph_classification import batch_graphs, evaluate_graph_embeddings, pool, run_graph_classification
-from sgl.tasks.linear_probe import linear_probe
+from sgl.tasks.linear_probe import linear_probe, run_linear_probe
 from sgl.tasks.link_prediction import EdgeSplit, link_metrics, link_scores, run_link_prediction, split_edges
 from sgl.tasks.pseudo_labels import model_pseudo_labels
 from sgl.tasks.ssl_pretraining import pretrain
 from sgl.tasks.structure_learning import learn_structure, rwgsl_pseudo_labels
 from sgl.tasks.outofcore import OutOfCoreConfig, OutOfCoreTrainer
+from sgl.tasks.provenance import dataset_hash, run_provenance
 
 __all__ = ["accuracy", "macro_f1", "TrainConfig", "Trainer", "Distillation", "run_node_classification",
            "seed_everything", "summarize", "RLUConfig", "train_rlu",
-           "linear_probe", "cluster_metrics", "clustering_accuracy", "kmeans", "run_clustering",
+           "linear_probe", "run_linear_probe", "cluster_metrics", "clustering_accuracy", "kmeans", "run_clustering",
            "EdgeSplit", "split_edges", "link_scores", "link_metrics", "run_link_prediction",
            "batch_graphs", "pool", "evaluate_graph_embeddings", "run_graph_classification", "model_pseudo_labels",
            "pretrain", "learn_structure", "rwgsl_pseudo_labels",
-           "OutOfCoreConfig", "OutOfCoreTrainer",
+           "OutOfCoreConfig", "OutOfCoreTrainer", "dataset_hash", "run_provenance",
            "RunConfig", "StructureConfig", "SamplingConfig", "CTRConfig", "run", "peak_rss_mb"]
 from sgl.tasks.run_config import CTRConfig, RunConfig, SamplingConfig, StructureConfig  # noqa: E402
 from sgl.tasks.run import run  # noqa: E402

@@ -3,15 +3,18 @@
 :func:`run` takes a :class:`~sgl.tasks.RunConfig`, loads the dataset, builds the model,
 trains it over the seeds on the path the config names (full-graph or sampled node
 classification, out-of-core training, structure learning first, RLU stages, link prediction,
-clustering, graph classification, CTR) and returns the run record: ``{"config": ..., **results}``,
-whose ``"config"`` replays the run exactly (``run(RunConfig.from_dict(record["config"]))``).
+clustering, graph classification, CTR; a self-supervised model under task ``node``: pre-training,
+then a linear probe) and returns the run record: ``{"config": ..., **results}``, whose
+``"config"`` replays the run exactly (``run(RunConfig.from_dict(record["config"]))``). Every
+record also carries ``sgl_version``, ``torch_version`` and the ``dataset_hash`` of the data it
+ran on (:mod:`sgl.tasks.provenance`).
 
 Example:
     >>> from sgl.tasks import RunConfig, run
     >>> record = run(RunConfig.from_dict({"dataset": "karate", "seeds": 2, "train": {"epochs": 5}}),
     ...              progress=False)
-    >>> record["config"]["model"], len(record["runs"])
-    ('sgc', 2)
+    >>> record["config"]["model"], len(record["runs"]), len(record["dataset_hash"])
+    ('sgc', 2, 32)
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import dataclasses
 from typing import Any, Callable, Dict, Optional
 
 from sgl.errors import ConfigError
+from sgl.tasks.provenance import run_provenance, store_hash
 from sgl.tasks.run_config import RunConfig, SamplingConfig
 
 __all__ = ["run", "ssl_factory"]
@@ -34,6 +38,8 @@ def run(config: RunConfig, log: Optional[Log] = None, progress: bool = True) -> 
     log = log or (lambda line: None)
     if config.train is not None:
         config = dataclasses.replace(config, train=dataclasses.replace(config.train, progress=progress))
+    if config.task == "node" and config.self_supervised:
+        return _run_probe(config, log, progress)
     if config.task == "node":
         return _run_node(config, log, progress)
     if config.task == "ctr":
@@ -41,8 +47,8 @@ def run(config: RunConfig, log: Optional[Log] = None, progress: bool = True) -> 
     return _run_ssl(config, log, progress)
 
 
-def _record(config: RunConfig, results: Dict[str, Any]) -> Dict[str, Any]:
-    return {"config": config.to_dict(), **results}
+def _record(config: RunConfig, results: Dict[str, Any], data: Any) -> Dict[str, Any]:
+    return {"config": config.to_dict(), **results, **run_provenance(data)}
 
 
 # ---------------------------------------------------------------------------- node classification
@@ -67,7 +73,8 @@ def _run_node(config: RunConfig, log: Log, progress: bool) -> Dict[str, Any]:
     if config.sampler is not None and config.sampler.out_of_core:
         from sgl.tasks.outofcore import run_out_of_core
 
-        return run_out_of_core(config, log, progress)
+        record = run_out_of_core(config, log, progress)
+        return {**record, **run_provenance(data_hash=store_hash(str(config.dataset)[len("store:"):]))}
     import sgl.datasets
 
     _check_node_dataset(config.dataset)
@@ -88,7 +95,7 @@ def _run_node(config: RunConfig, log: Log, progress: bool) -> Dict[str, Any]:
     log(f"model: {factory()!r}")
     results = run_node_classification(factory, graph, config.seeds, config.train, cache_dir=config.cache_dir,
                                       rlu_config=config.rlu)
-    return _record(dataclasses.replace(config, model_config=model_cfg.to_dict()), results)
+    return _record(dataclasses.replace(config, model_config=model_cfg.to_dict()), results, graph)
 
 
 def _learn_structure(config: RunConfig, graph: Any, log: Log, progress: bool) -> Any:
@@ -138,7 +145,7 @@ def _run_sampled(config: RunConfig, log: Log) -> Dict[str, Any]:
     extra = {k: v for k, v in sampler_cfg.to_dict().items() if k not in ("sampler", "fanouts")}
     resolved = dataclasses.replace(config, model_config=options,
                                    sampler=SamplingConfig(s.name, list(sampler_cfg.fanouts), options=extra))
-    return _record(resolved, results)
+    return _record(resolved, results, graph)
 
 
 # ---------------------------------------------------------------------------- self-supervised tasks
@@ -148,6 +155,24 @@ def ssl_factory(name: str, in_features: int, overrides: Dict[str, Any]) -> Calla
 
     config = ssl_model_config(name, **overrides)
     return lambda: build_ssl_model(name, in_features, config)
+
+
+def _run_probe(config: RunConfig, log: Log, progress: bool) -> Dict[str, Any]:
+    """Node classification by a self-supervised model: pre-train per seed, then the linear probe."""
+    import sgl.datasets
+    from sgl.tasks.linear_probe import run_linear_probe
+
+    _check_node_dataset(config.dataset)
+    graph = sgl.datasets.load(config.dataset, root=config.root, **config.dataset_options)
+    log(f"dataset: {config.dataset} ({_describe(graph)})")
+    factory = ssl_factory(config.model, graph.num_features, config.model_config)
+    opts = config.task_options
+    log(f"model: {factory()!r}; linear probe: {opts['probe_epochs']} epochs, lr {opts['probe_lr']}, weight decay "
+        f"{opts['probe_weight_decay']}, {'standardised' if opts['probe_standardize'] else 'raw'} embeddings")
+    results = run_linear_probe(factory, graph, config.seeds, lr=opts["probe_lr"],
+                               weight_decay=opts["probe_weight_decay"], epochs=opts["probe_epochs"],
+                               standardize=opts["probe_standardize"], progress=progress)
+    return _record(config, results, graph)
 
 
 def _run_ssl(config: RunConfig, log: Log, progress: bool) -> Dict[str, Any]:
@@ -185,8 +210,7 @@ def _run_ssl(config: RunConfig, log: Log, progress: bool) -> Dict[str, Any]:
         factory = ssl_factory(config.model, data.num_features, config.model_config)
         log(f"dataset: {config.dataset} ({data.num_nodes:,} nodes, {data.num_classes} classes); model: {factory()!r}")
         results = run_clustering(factory, data, config.seeds, n_init=opts["n_init"], progress=progress)
-    return {"task": config.task, "model": config.model, "dataset": config.dataset, "config": config.to_dict(),
-            **results}
+    return {"task": config.task, "model": config.model, "dataset": config.dataset, **_record(config, results, data)}
 
 
 # ---------------------------------------------------------------------------- CTR
@@ -222,4 +246,4 @@ def _run_ctr(config: RunConfig, log: Log) -> Dict[str, Any]:
 
     log(f"model: {config.model} over {factory(0).embedding!r}")
     results = run_ctr(factory, train, val, test, config.seeds, CTRTrainConfig(train=config.train, block_rows=ctr.block_rows))
-    return _record(dataclasses.replace(config, model_config=model_cfg.to_dict()), results)
+    return _record(dataclasses.replace(config, model_config=model_cfg.to_dict()), results, data)

@@ -1,12 +1,20 @@
 """``RunConfig``: one typed, serialisable description of a training run.
 
 The same object is built by ``sgl train`` (from flags or ``--config FILE``), read back from a
-run record (``record["config"]``) and passed to :func:`sgl.tasks.run`. It names the task,
+run record (``record["config"]``) and passed to :func:`sgl.tasks.run`. Full-graph node
+classification starts from the model's preset on the dataset (:func:`sgl.models.preset`) with
+the explicit options on top, and records the resolved values, so a record replays exactly. It names the task,
 the model and its config, the dataset, the seeds, the training settings (a
 :class:`~sgl.tasks.TrainConfig`), and the optional parts of a run: a sampler (mini-batch or
 out-of-core), graph structure learning, GAMLP's RLU, and a CTR embedding with its compression
 ratio. An option that the chosen task does not read is a :class:`~sgl.errors.ConfigError`,
 never silently dropped.
+
+Node classification by a self-supervised model (``model`` one of ``gcmae``, ``graphmae``,
+``grace``, ``dgi``, ``gae``) pre-trains it on the whole graph and trains a linear probe on its
+frozen embeddings (:func:`sgl.tasks.run_linear_probe`); its ``task_options`` are the probe's
+(:data:`PROBE_OPTIONS`: by default the official GCMAE/GraphMAE protocol, Adam lr 0.01, weight
+decay 1e-4, 400 epochs, best-validation epoch, raw embeddings).
 
 The serialised form (:meth:`RunConfig.to_dict`) keeps the flat layout of earlier records
 (``structure_options``, ``embedding``, ``compression`` ...) so every record written before
@@ -35,7 +43,7 @@ from sgl.tasks.config import TrainConfig
 from sgl.tasks.rlu import RLUConfig
 
 __all__ = ["RunConfig", "StructureConfig", "SamplingConfig", "CTRConfig", "TASKS", "seed_list",
-           "OUT_OF_CORE_METHODS", "IN_MEMORY_SAMPLERS"]
+           "OUT_OF_CORE_METHODS", "IN_MEMORY_SAMPLERS", "PROBE_OPTIONS"]
 
 #: task -> (default model, default dataset, default number of seeds)
 TASKS: Dict[str, tuple] = {
@@ -51,6 +59,9 @@ SSL_TASK_OPTIONS: Dict[str, Dict[str, Any]] = {
     "cluster": {"n_init": 10},
     "graph": {"folds": 10, "pooling": "mean", "classifier": "svm"},
 }
+#: options of the linear probe of a self-supervised model under task "node" (defaults)
+PROBE_OPTIONS: Dict[str, Any] = {"probe_epochs": 400, "probe_lr": 0.01, "probe_weight_decay": 1e-4,
+                                 "probe_standardize": False}
 IN_MEMORY_SAMPLERS = ("neighbor", "saint-node", "saint-edge", "saint-rw", "cluster")
 OUT_OF_CORE_METHODS = ("lru", "ginex", "outre")
 
@@ -189,13 +200,37 @@ class RunConfig:
         self.dataset = dataset if self.dataset is None else self.dataset
         self.seeds = seed_list(seeds if self.seeds is None else self.seeds)
         self.model_config, self.dataset_options = dict(self.model_config), dict(self.dataset_options)
+        if self._has_preset():
+            from sgl.models import preset
+
+            # the model's published/validated setting on this dataset, under the explicit options
+            self.model_config = {**preset(self.model, self.dataset)[0], **self.model_config}
         self._check_parts()
+
+    def _has_preset(self) -> bool:
+        """Full-graph node classification by a zoo model: a per-dataset preset may apply."""
+        return self.task == "node" and self.sampler is None and not self.self_supervised
+
+    @property
+    def self_supervised(self) -> bool:
+        """A self-supervised model: every link/cluster/graph run, and node classification by a
+        linear probe on the embeddings of ``gcmae``, ``graphmae``, ``grace``, ``dgi`` or ``gae``."""
+        if self.task in SSL_TASK_OPTIONS:
+            return True
+        if self.task != "node":
+            return False
+        from sgl.models.ssl import SSL_MODELS
+
+        return str(self.model).lower() in SSL_MODELS
 
     # ------------------------------------------------------------------ validation
     def _not_for(self, what: str, why: str) -> ConfigError:
         return ConfigError(f"{what} does not apply to --task {self.task} ({why}); remove it")
 
     def _check_parts(self) -> None:
+        if self.task == "node" and self.self_supervised:
+            self._check_probe()
+            return
         node = self.task == "node"
         if self.rlu is not None and (not node or self.sampler is not None):
             raise self._not_for("rlu", "GAMLP's RLU trains node classifiers" if not node else
@@ -206,7 +241,7 @@ class RunConfig:
         if self.sampler is not None and not node:
             raise self._not_for("sampler", "samplers train node classifiers")
         if self.cache_dir is not None and (not node or self.sampler is not None):
-            raise self._not_for("cache_dir", "it caches propagated features of scalable models")
+            raise self._not_for("cache_dir (--cache-dir)", "it caches propagated features of scalable models")
         if self.ctr is not None and self.task != "ctr":
             raise self._not_for("the CTR embedding", "it configures --task ctr")
         if self.task == "ctr" and self.ctr is None:
@@ -226,13 +261,32 @@ class RunConfig:
             raise ConfigError("k (propagation hops) does not apply to sampled training: the number of sampled hops "
                               "is len(--fanouts); remove --k")
 
+    def _check_probe(self) -> None:
+        why = f"--model {self.model} is pre-trained on the whole graph, then probed linearly"
+        for name in ("rlu", "structure", "sampler", "cache_dir", "ctr"):
+            if getattr(self, name) is not None:
+                raise self._not_for(name, why)
+        if self.train is not None:
+            raise self._not_for("train", "self-supervised models pre-train with their own lr/epochs/weight_decay "
+                                "model options; the probe takes probe_lr, probe_epochs, probe_weight_decay")
+        unknown = set(self.task_options) - set(PROBE_OPTIONS)
+        if unknown:
+            raise self._not_for(f"task option(s) {sorted(unknown)}", f"the linear probe takes {sorted(PROBE_OPTIONS)}")
+        opts = {**PROBE_OPTIONS, **self.task_options}
+        opts["probe_epochs"] = check_int(opts["probe_epochs"], "probe_epochs", minimum=1)
+        opts["probe_lr"] = check_real(opts["probe_lr"], "probe_lr", 0.0, open_low=True)
+        opts["probe_weight_decay"] = check_real(opts["probe_weight_decay"], "probe_weight_decay", 0.0)
+        if not isinstance(opts["probe_standardize"], bool):
+            raise ConfigError(f"probe_standardize must be true or false, got {opts['probe_standardize']!r}")
+        self.task_options = opts
+
     def default_train(self, overrides: Optional[Mapping[str, Any]] = None) -> TrainConfig:
         """The model family's training defaults with ``overrides`` on top."""
         base: Dict[str, Any] = {}
         if self.task == "node" and self.sampler is None:
-            from sgl.models import default_train_config
+            from sgl.models import default_train_config, preset
 
-            base = default_train_config(self.model)
+            base = {**default_train_config(self.model), **preset(self.model, self.dataset)[1]}
         elif self.task == "node" and not self.sampler.out_of_core:
             from sgl.samplers.models import SampledGNN
 

@@ -26,6 +26,7 @@ from torch import nn
 
 from sgl.device import get_device
 from sgl.errors import ConfigError, FeatureError
+from sgl.tasks.stats import seed_everything
 
 __all__ = ["pretrain", "run_pretraining"]
 
@@ -53,7 +54,8 @@ def pretrain(model: nn.Module, graph: Any, seed: int = 0, progress: bool = False
         raise ConfigError(f"pretrain takes a self-supervised model of sgl.models.ssl; {type(model).__name__} "
                           f"lacks {', '.join(missing)}")
     cfg = model.config
-    torch.manual_seed(seed)
+    # python's and numpy's generators too: torch_geometric's negative sampling draws with random.sample
+    seed_everything(seed)
     model.reset_parameters()
     device = get_device(cfg.device)
     model.to(device)

@@ -39,3 +39,84 @@ def test_run_returns_a_record_that_replays_exactly():
     second = run(RunConfig.from_dict(first["config"]), progress=False)
     assert first["config"] == second["config"]
     assert [r["test_acc"] for r in first["runs"]] == [r["test_acc"] for r in second["runs"]]
+
+
+# ---------------------------------------------------------------------------- issue 26 items 8 and 9
+def test_every_record_carries_versions_and_a_content_hash(tmp_path):
+    import torch
+
+    import sgl
+    from sgl.tasks.provenance import dataset_hash, store_hash
+
+    karate = sgl.datasets.load("karate")
+    records = [
+        run(RunConfig.from_dict({"dataset": "karate", "seeds": 1, "train": {"epochs": 2}}), progress=False),
+        run(RunConfig.from_dict({"task": "cluster", "model": "gae", "dataset": "karate", "seeds": 1,
+                                 "model_config": {"epochs": 2}, "task_options": {"n_init": 1}}), progress=False),
+        run(RunConfig.from_dict({"model": "gae", "dataset": "karate", "seeds": 1, "model_config": {"epochs": 2},
+                                 "task_options": {"probe_epochs": 5}}), progress=False),
+    ]
+    for record in records:
+        assert record["sgl_version"] == sgl.__version__ and record["torch_version"] == torch.__version__
+        assert record["dataset_hash"] == dataset_hash(karate)
+    ctr = run(RunConfig.from_dict({"task": "ctr", "seeds": 1, "dataset_options": {"num_rows": 300},
+                                   "train": {"epochs": 1}}), progress=False)
+    data = sgl.datasets.load("synthetic-ctr", num_rows=300)
+    assert ctr["dataset_hash"] == dataset_hash(data)
+    # a store is hashed from the checksums of its manifest (no pass over its arrays)
+    from sgl.samplers.store import write_store
+
+    store = write_store(karate, tmp_path / "store")
+    record = run(RunConfig.from_dict({"dataset": f"store:{store}", "sampler": {"name": "lru", "memory_budget": "1MB",
+                                                                              "fanouts": [2, 2]},
+                                      "seeds": 1, "train": {"epochs": 1, "batch_size": 8}}), progress=False)
+    assert record["dataset_hash"] == store_hash(store) and record["sgl_version"] == sgl.__version__
+
+
+def test_the_hash_sees_features_labels_and_splits():
+    import sgl
+    from sgl.tasks.provenance import dataset_hash
+
+    base = dataset_hash(sgl.datasets.load("karate"))
+    for change in ("x", "y", "train_mask"):
+        graph = sgl.datasets.load("karate")
+        value = getattr(graph, change).clone()
+        if change == "x":
+            value[0, 0] += 1.0
+        elif change == "y":
+            value[0] = (value[0] + 1) % graph.num_classes
+        else:
+            value[0] = ~value[0]
+        setattr(graph, change, value)
+        assert dataset_hash(graph) != base, change
+    other = sgl.datasets.load("synthetic", num_nodes=50, num_features=4, seed=1)
+    assert dataset_hash(other) != base
+
+
+def test_a_self_supervised_model_under_task_node_is_linearly_probed():
+    config = RunConfig.from_dict({"model": "gae", "dataset": "karate", "seeds": 2, "model_config": {"epochs": 3},
+                                  "task_options": {"probe_epochs": 20}})
+    assert config.self_supervised and config.train is None
+    assert config.task_options == {"probe_epochs": 20, "probe_lr": 0.01, "probe_weight_decay": 1e-4,
+                                   "probe_standardize": False}   # the official protocol's defaults
+    first = run(config, progress=False)
+    assert len(first["runs"]) == 2 and 0.0 <= first["test_acc"]["mean"] <= 1.0
+    assert {"val_acc", "train_acc", "epoch", "fit_time_s", "final_loss"} <= set(first["runs"][0])
+    second = run(RunConfig.from_dict(first["config"]), progress=False)
+    assert [r["test_acc"] for r in first["runs"]] == [r["test_acc"] for r in second["runs"]]
+    assert [r["final_loss"] for r in first["runs"]] == [r["final_loss"] for r in second["runs"]]
+
+
+@pytest.mark.parametrize("data, match", [
+    ({"model": "gcmae", "train": {"lr": 0.1}}, "train"),
+    ({"model": "gcmae", "rlu": {"stages": [2]}}, "rlu"),
+    ({"model": "dgi", "sampler": "neighbor"}, "sampler"),
+    ({"model": "grace", "structure": "knn"}, "structure"),
+    ({"model": "gae", "task_options": {"n_init": 3}}, "linear probe takes"),
+    ({"model": "gae", "task_options": {"probe_epochs": 0}}, "probe_epochs"),
+    ({"model": "gae", "task_options": {"probe_standardize": "yes"}}, "probe_standardize"),
+    ({"model": "sgc", "task_options": {"probe_epochs": 3}}, "task option"),
+])
+def test_probe_configs_that_do_not_apply_are_errors(data, match):
+    with pytest.raises(ConfigError, match=match):
+        RunConfig.from_dict({"dataset": "karate", **data})
