@@ -43,8 +43,9 @@ _KERNEL = None
 
 
 def _walk(l_ptr, l_idx, r_ptr, r_idx, m_ptr, m_idx, m_label, rows, cols, mids):  # pragma: no cover - numba
+    # label 0 (no mask entry) is counted too, in row 0 of the outputs: the walk has no branch
     labels = rows.shape[0]
-    marker = np.zeros(cols.shape[1], dtype=np.int8)
+    marker = np.zeros(cols.shape[1], dtype=np.int64)
     at_i = np.zeros(labels, dtype=np.int64)
     at_k = np.zeros(labels, dtype=np.int64)
     for i in range(l_ptr.size - 1):
@@ -57,13 +58,12 @@ def _walk(l_ptr, l_idx, r_ptr, r_idx, m_ptr, m_idx, m_label, rows, cols, mids): 
             for q in range(r_ptr[k], r_ptr[k + 1]):
                 j = r_idx[q]
                 label = marker[j]
-                if label:
-                    at_k[label - 1] += 1
-                    cols[label - 1, j] += 1
-            for c in range(labels):
+                at_k[label] += 1
+                cols[label, j] += 1
+            for c in range(1, labels):
                 mids[c, k] += at_k[c]
                 at_i[c] += at_k[c]
-        for c in range(labels):
+        for c in range(1, labels):
             rows[c, i] += at_i[c]
         for p in range(m_ptr[i], m_ptr[i + 1]):
             marker[m_idx[p]] = 0
@@ -80,6 +80,8 @@ def _kernel():
 
 
 def _labelled_mask(masks: Sequence[sp.csr_matrix], shape: Tuple[int, int]) -> sp.csr_matrix:
+    if len(masks) == 1:
+        return sp.csr_matrix((np.ones(masks[0].nnz, dtype=np.int8), masks[0].indices, masks[0].indptr), shape=shape)
     stacked = sum((sp.csr_matrix((np.full(m.nnz, k + 1, dtype=np.int8), m.indices, m.indptr), shape=shape)
                    for k, m in enumerate(masks)), sp.csr_matrix(shape, dtype=np.int8)).tocsr()
     if stacked.nnz != sum(m.nnz for m in masks):
@@ -91,14 +93,14 @@ def _numba_sums(left: sp.csr_matrix, right: sp.csr_matrix, masks: Sequence[sp.cs
     n, k = left.shape
     m = right.shape[1]
     mask = _labelled_mask(masks, (n, m))
-    rows = np.zeros((len(masks), n), dtype=np.int64)
-    cols = np.zeros((len(masks), m), dtype=np.int64)
-    mids = np.zeros((len(masks), k), dtype=np.int64)
+    rows = np.zeros((len(masks) + 1, n), dtype=np.int64)
+    cols = np.zeros((len(masks) + 1, m), dtype=np.int64)
+    mids = np.zeros((len(masks) + 1, k), dtype=np.int64)
     as_int = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731 - one dtype, one compilation
     _kernel()(as_int(left.indptr), as_int(left.indices), as_int(right.indptr), as_int(right.indices),
-              as_int(mask.indptr), as_int(mask.indices), np.ascontiguousarray(mask.data, dtype=np.int8),
+              as_int(mask.indptr), as_int(mask.indices), as_int(mask.data),
               rows, cols, mids)
-    return [(rows[c], cols[c], mids[c]) for c in range(len(masks))]
+    return [(rows[c], cols[c], mids[c]) for c in range(1, len(masks) + 1)]
 
 
 def _scipy_sums(left: sp.csr_matrix, right: sp.csr_matrix, masks: Sequence[sp.csr_matrix]) -> List[Sums]:

@@ -23,7 +23,7 @@ def _size(name: str) -> int:
     return MOTIF_SIZES.get(name, 3)
 
 
-@dataclass
+@dataclass(eq=False)  # holds arrays: no elementwise ==
 class MotifCounts:
     """How many instances of each motif contain each vertex, and how many the graph has.
 
