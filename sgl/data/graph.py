@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from typing import Any, Dict, Optional, Sequence, Union
 
-import numpy as np
 import torch
 
+from sgl.data.csr import csr_from_coo
+from sgl.data.metadata import metadata_state, restore_metadata
+from sgl.data.transforms import GraphTransforms
 from sgl.data.validation import (
-    as_tensor,
+    check_edge_attr,
     check_edge_weight,
     check_features,
     check_index_tensor,
@@ -29,51 +32,29 @@ from sgl.fileio import atomic_write
 
 __all__ = ["Graph"]
 
-try:  # scipy's O(E) counting sort behind coo_matrix.tocsr (private module, hence the fallback)
-    from scipy.sparse._sparsetools import coo_tocsr as _coo_tocsr
-except ImportError:  # pragma: no cover
-    _coo_tocsr = None
-
 _MASKS = ("train_mask", "val_mask", "test_mask")
 _FORMAT_VERSION = 1
 
 
-def _csr_from_coo(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, need_order: bool = True):
-    """Group edges by destination, keeping duplicates and input order within a row.
-
-    Returns ``(indptr, indices, order)`` with ``indices = src[order]`` (``order`` is None
-    when ``need_order`` is False, which saves two edge-sized arrays). Uses scipy's O(E)
-    counting sort (``coo_tocsr``, the routine behind ``coo_matrix.tocsr``) when available:
-    about 5x faster than a stable comparison sort on 10M edges.
-    """
-    num_edges = src.numel()
-    if _coo_tocsr is not None and num_edges:
-        indptr = np.empty(num_nodes + 1, dtype=np.int64)
-        indices = np.empty(num_edges, dtype=np.int64)
-        # the "data" array carries edge positions when we need the permutation; otherwise a
-        # 1-byte dummy keeps the C routine happy at a fraction of the memory
-        data = np.arange(num_edges, dtype=np.int64) if need_order else np.zeros(num_edges, dtype=np.int8)
-        order = np.empty(num_edges, dtype=data.dtype)
-        _coo_tocsr(num_nodes, num_nodes, num_edges, dst.numpy(), src.numpy(), data, indptr, indices, order)
-        return torch.from_numpy(indptr), torch.from_numpy(indices), torch.from_numpy(order) if need_order else None
-    order = torch.argsort(dst, stable=True)
-    counts = torch.bincount(dst, minlength=num_nodes)
-    indptr = torch.zeros(num_nodes + 1, dtype=torch.int64)
-    torch.cumsum(counts, 0, out=indptr[1:])
-    return indptr, src[order], order
-
-
-class Graph:
+class Graph(GraphTransforms):
     r"""A (possibly weighted, possibly directed) graph in CSR form with node data.
 
     Args:
         indptr (Tensor): ``[num_nodes + 1]`` row pointer over destination nodes.
         indices (Tensor): ``[num_edges]`` source node of each edge, grouped by destination.
         edge_weight (Tensor, optional): ``[num_edges]`` weight of each edge (default: all 1).
+        edge_attr (Tensor, optional): ``[num_edges, ...]`` features of each edge, aligned with
+            ``indices`` (PyG's ``edge_attr``); every transform, subgraph and save/load keeps them.
         x (Tensor, optional): ``[num_nodes, num_features]`` node features.
         y (Tensor, optional): ``[num_nodes]`` labels (``-1`` = unlabeled) or ``[num_nodes, C]``.
         train_mask, val_mask, test_mask (Tensor, optional): boolean masks or index tensors.
         num_nodes (int, optional): defaults to ``len(indptr) - 1``.
+        name (str, optional): the dataset's name.
+
+    Any other attribute set on a graph (``graph.ogb_name``, ``graph.node_year``...) is
+    metadata: every transform (:meth:`symmetrize`, :meth:`add_self_loops`, :meth:`subgraph`...)
+    and :meth:`save`/:meth:`load` carry it, slicing per-node tensors in induced subgraphs
+    (the rules are in :mod:`sgl.data.metadata`).
 
     Construction validates everything (ids in range, dtypes, one feature row per node,
     finite features) and raises :class:`sgl.errors.GraphError` /
@@ -104,6 +85,7 @@ class Graph:
         test_mask: Optional[Any] = None,
         num_nodes: Optional[int] = None,
         name: Optional[str] = None,
+        edge_attr: Optional[Any] = None,
     ) -> None:
         indptr = check_index_tensor(indptr, "indptr")
         indices = check_index_tensor(indices, "indices")
@@ -128,6 +110,8 @@ class Graph:
         self.indptr: torch.Tensor = indptr
         self.indices: torch.Tensor = indices
         self.edge_weight: Optional[torch.Tensor] = check_edge_weight(edge_weight, indices.numel())
+        self.edge_attr: Optional[torch.Tensor] = check_edge_attr(edge_attr, indices.numel())
+        self._input_order: Optional[torch.Tensor] = None
         self.num_nodes: int = n
         self.name = name
         self.x: Optional[torch.Tensor] = None if x is None else check_features(x, n)
@@ -143,12 +127,19 @@ class Graph:
         edge_index: Any,
         num_nodes: Optional[int] = None,
         edge_weight: Optional[Any] = None,
+        *,
+        edge_attr: Optional[Any] = None,
+        keep_order: bool = False,
         **node_data: Any,
     ) -> "Graph":
         """Build from a ``[2, num_edges]`` edge list ``[sources; destinations]`` (PyG layout).
 
         Duplicate edges are kept (call :meth:`deduplicate` to merge them). ``num_nodes``
         defaults to ``max id + 1``, or to the number of feature rows when ``x`` is given.
+        Edges are stored grouped by destination (CSR order); ``edge_weight`` and the
+        ``[num_edges, ...]`` ``edge_attr`` are reordered with them. ``keep_order=True`` also
+        records the input order (one int64 per edge, :attr:`input_edge_order`) so that
+        ``to_pyg(keep_order=True)`` gives the edges back in it.
         """
         edge_index = check_index_tensor(edge_index, "edge_index")
         if edge_index.dim() != 2 or edge_index.size(0) != 2:
@@ -169,11 +160,14 @@ class Graph:
             raise GraphError(f"num_nodes must be positive, got {num_nodes}")
         check_node_ids(edge_index, num_nodes, "edge_index")
         weight = check_edge_weight(edge_weight, edge_index.size(1))
-        indptr, indices, order = _csr_from_coo(edge_index[0], edge_index[1], num_nodes,
-                                               need_order=weight is not None)
-        if weight is not None:
-            weight = weight[order]
-        return cls(indptr, indices, weight, num_nodes=num_nodes, **node_data)
+        attr = check_edge_attr(edge_attr, edge_index.size(1))
+        indptr, indices, order = csr_from_coo(edge_index[0], edge_index[1], num_nodes,
+                                              need_order=weight is not None or attr is not None or keep_order)
+        graph = cls(indptr, indices, None if weight is None else weight[order],
+                    edge_attr=None if attr is None else attr[order], num_nodes=num_nodes, **node_data)
+        if keep_order:
+            graph._input_order = order
+        return graph
 
     @classmethod
     def from_scipy(cls, matrix: Any, **node_data: Any) -> "Graph":
@@ -186,35 +180,60 @@ class Graph:
         return graph_from_scipy(cls, matrix, **node_data)
 
     @classmethod
-    def from_pyg(cls, data: Any) -> "Graph":
-        """Build from a ``torch_geometric.data.Data`` (edge_index, edge_weight/edge_attr, x, y, masks)."""
+    def from_pyg(cls, data: Any, keep_order: bool = False) -> "Graph":
+        """Build from a ``torch_geometric.data.Data``: edge_index, edge_weight, edge_attr, x, y,
+        masks, and its other node- and graph-level attributes as metadata.
+
+        A 1-D (or one-column) floating ``edge_attr`` without ``edge_weight`` becomes the edge
+        weight; any other ``edge_attr`` is kept as edge features. Attributes that cannot be
+        carried (other per-edge ones, sparse adjacencies, names taken by Graph) are named in
+        a warning. ``keep_order`` as in :meth:`from_edge_index`.
+        """
         from sgl.data.convert import graph_from_pyg
 
-        return graph_from_pyg(cls, data)
+        return graph_from_pyg(cls, data, keep_order=keep_order)
 
     @classmethod
-    def from_networkx(cls, nx_graph: Any, weight: Optional[str] = "weight", **node_data: Any) -> "Graph":
+    def from_networkx(cls, nx_graph: Any, weight: Optional[str] = "weight", keep_order: bool = False,
+                      **node_data: Any) -> "Graph":
         """Build from a networkx graph; nodes are relabelled ``0..n-1`` in ``G.nodes`` order.
 
-        Undirected graphs become two directed edges per edge.
+        Undirected graphs become two directed edges per edge. The edge attribute ``weight``
+        (``None``: ignore weights) must be on every edge or on none (else ``GraphError``);
+        node attributes ``x``/``y``/masks likewise. Other attributes are named in a warning.
         """
         from sgl.data.convert import graph_from_networkx
 
-        return graph_from_networkx(cls, nx_graph, weight=weight, **node_data)
+        return graph_from_networkx(cls, nx_graph, weight=weight, keep_order=keep_order, **node_data)
 
     @classmethod
-    def from_dgl(cls, dgl_graph: Any) -> "Graph":
-        """Build from a ``dgl.DGLGraph`` (homogeneous); needs the optional ``dgl`` extra."""
+    def from_dgl(cls, dgl_graph: Any, edge_weight_key: Optional[str] = "weight",
+                 edge_attr_key: Optional[str] = "feat", keep_order: bool = False) -> "Graph":
+        """Build from a ``dgl.DGLGraph`` (homogeneous); needs the optional ``dgl`` extra.
+
+        ``edge_weight_key`` names the ``edata`` field holding the edge weights (``None``: no
+        weights; a name that is not there raises, except the default ``"weight"``);
+        ``edge_attr_key`` the edge features. Other node fields become metadata; edge fields
+        that cannot be carried are named in a warning.
+        """
         from sgl.data.dgl_interop import graph_from_dgl
 
-        return graph_from_dgl(cls, dgl_graph)
+        return graph_from_dgl(cls, dgl_graph, edge_weight_key=edge_weight_key, edge_attr_key=edge_attr_key,
+                              keep_order=keep_order)
 
     # ------------------------------------------------------------------ exporters
-    def to_pyg(self) -> Any:
-        """Export to ``torch_geometric.data.Data`` (edge_index, edge_weight, x, y, masks)."""
+    def to_pyg(self, keep_order: bool = False) -> Any:
+        """Export to ``torch_geometric.data.Data`` (edge_index, edge_weight, edge_attr, x, y,
+        masks, name and metadata).
+
+        The edges come out in CSR order (grouped by destination), which is generally not the
+        order of the edge list the graph was built from. With ``keep_order=True`` they come out
+        in that input order, for graphs built with ``keep_order=True`` and not transformed since
+        (else ``GraphError``).
+        """
         from sgl.data.convert import graph_to_pyg
 
-        return graph_to_pyg(self)
+        return graph_to_pyg(self, keep_order=keep_order)
 
     def to_scipy(self, fmt: str = "csr") -> Any:
         """Export the adjacency ``A`` with ``A[src, dst] = weight`` as a scipy sparse matrix."""
@@ -229,7 +248,7 @@ class Graph:
         return graph_to_networkx(self)
 
     def to_dgl(self) -> Any:
-        """Export to a ``dgl.DGLGraph`` with ndata ``feat``/``label``/masks and edata ``weight``."""
+        """Export to a ``dgl.DGLGraph`` with ndata ``feat``/``label``/masks, edata ``weight`` and ``feat``."""
         from sgl.data.dgl_interop import graph_to_dgl
 
         return graph_to_dgl(self)
@@ -238,6 +257,12 @@ class Graph:
     @property
     def num_edges(self) -> int:
         return int(self.indices.numel())
+
+    @property
+    def input_edge_order(self) -> Optional[torch.Tensor]:
+        """Position of each (CSR-ordered) edge in the edge list the graph was built from, when it
+        was built with ``keep_order=True``; ``None`` otherwise and after any transform."""
+        return self._input_order
 
     @property
     def num_features(self) -> int:
@@ -288,7 +313,7 @@ class Graph:
         diff = a - a.T
         return bool(diff.count_nonzero() == 0)
 
-    # ------------------------------------------------------------------ structural operations
+    # ------------------------------------------------------------------ node data (transforms: sgl.data.transforms)
     def _node_data(self) -> Dict[str, Any]:
         return {
             "x": self.x,
@@ -298,107 +323,6 @@ class Graph:
             "test_mask": self.test_mask,
             "name": self.name,
         }
-
-    def _with_edges(self, src: torch.Tensor, dst: torch.Tensor, weight: Optional[torch.Tensor]) -> "Graph":
-        indptr, indices, order = _csr_from_coo(src, dst, self.num_nodes, need_order=weight is not None)
-        return Graph(indptr, indices, None if weight is None else weight[order], num_nodes=self.num_nodes,
-                     **self._node_data())
-
-    def deduplicate(self, reduce: str = "sum") -> "Graph":
-        """Merge parallel edges; weights are combined with ``reduce`` in {sum, mean, max, min}.
-
-        Also sorts every row's neighbours by id.
-        """
-        if reduce not in ("sum", "mean", "max", "min"):
-            raise GraphError(f"reduce must be one of sum, mean, max, min; got {reduce!r}")
-        dst = self.destinations()
-        key = dst * self.num_nodes + self.indices
-        unique, inverse = torch.unique(key, sorted=True, return_inverse=True)
-        new_dst = unique // self.num_nodes
-        new_src = unique % self.num_nodes
-        weight = None
-        if self.edge_weight is not None:
-            w = self.edge_weight
-            weight = torch.zeros(unique.numel(), dtype=w.dtype)
-            if reduce in ("sum", "mean"):
-                weight.index_add_(0, inverse, w)
-                if reduce == "mean":
-                    weight /= torch.bincount(inverse, minlength=unique.numel()).to(w.dtype)
-            else:
-                weight = weight.scatter_reduce(0, inverse, w, reduce="amax" if reduce == "max" else "amin",
-                                               include_self=False)
-        return self._with_edges(new_src, new_dst, weight)
-
-    def symmetrize(self, reduce: str = "max") -> "Graph":
-        """Make the graph undirected: add every reverse edge, then merge duplicates.
-
-        ``reduce`` combines the weights of an edge and its reverse (default ``max``, so an
-        already-symmetric unweighted graph is unchanged, unlike a plain concatenation,
-        which would double its weights).
-        """
-        src, dst = self.indices, self.destinations()
-        weight = None if self.edge_weight is None else torch.cat([self.edge_weight, self.edge_weight])
-        g = self._with_edges(torch.cat([src, dst]), torch.cat([dst, src]), weight)
-        if weight is None:
-            reduce = "max"
-        return g.deduplicate(reduce)
-
-    def remove_self_loops(self) -> "Graph":
-        """Drop every edge ``v -> v``."""
-        dst = self.destinations()
-        keep = self.indices != dst
-        weight = None if self.edge_weight is None else self.edge_weight[keep]
-        return self._with_edges(self.indices[keep], dst[keep], weight)
-
-    def add_self_loops(self, fill_value: float = 1.0) -> "Graph":
-        """Add one edge ``v -> v`` per node (existing self-loops are kept; remove them first
-        for exactly one loop per node)."""
-        loops = torch.arange(self.num_nodes)
-        weight = None
-        if self.edge_weight is not None or fill_value != 1.0:
-            weight = torch.cat([self.edge_weight_or_ones(),
-                                torch.full((self.num_nodes,), float(fill_value), dtype=torch.float32)])
-        return self._with_edges(torch.cat([self.indices, loops]), torch.cat([self.destinations(), loops]), weight)
-
-    def subgraph(self, nodes: Any, relabel: bool = True) -> "Graph":
-        """Induced subgraph on ``nodes`` (index tensor or boolean mask).
-
-        With ``relabel=True`` (default) nodes are renumbered ``0..len(nodes)-1`` in the given
-        order and node data is sliced; the original ids are kept in ``graph.node_ids``.
-        """
-        nodes_t = as_tensor(nodes, "nodes")
-        if nodes_t.dtype == torch.bool:
-            if nodes_t.numel() != self.num_nodes:
-                raise GraphError(f"a boolean node mask needs {self.num_nodes} entries, got {nodes_t.numel()}")
-            nodes_t = nodes_t.nonzero().flatten()
-        nodes_t = check_index_tensor(nodes_t, "nodes").flatten()
-        check_node_ids(nodes_t, self.num_nodes, "nodes")
-        if nodes_t.numel() == 0:
-            raise GraphError("subgraph needs at least one node")
-        if torch.unique(nodes_t).numel() != nodes_t.numel():
-            raise GraphError("nodes contains duplicate ids; pass each node once")
-        mapping = torch.full((self.num_nodes,), -1, dtype=torch.int64)
-        mapping[nodes_t] = torch.arange(nodes_t.numel())
-        src, dst = self.indices, self.destinations()
-        keep = (mapping[src] >= 0) & (mapping[dst] >= 0)
-        weight = None if self.edge_weight is None else self.edge_weight[keep]
-        if not relabel:
-            return self._with_edges(src[keep], dst[keep], weight)
-        data = {k: (v[nodes_t] if isinstance(v, torch.Tensor) else v) for k, v in self._node_data().items()}
-        g = Graph.from_edge_index(
-            torch.stack([mapping[src[keep]], mapping[dst[keep]]]), num_nodes=nodes_t.numel(),
-            edge_weight=weight, **data,
-        )
-        g.node_ids = nodes_t
-        return g
-
-    def edge_subgraph(self, edge_mask: Any) -> "Graph":
-        """Keep the edges selected by a boolean mask over :attr:`indices` (all nodes kept)."""
-        mask = as_tensor(edge_mask, "edge_mask")
-        if mask.dtype != torch.bool or mask.numel() != self.num_edges:
-            raise GraphError(f"edge_mask must be a bool tensor with {self.num_edges} entries")
-        weight = None if self.edge_weight is None else self.edge_weight[mask]
-        return self._with_edges(self.indices[mask], self.destinations()[mask], weight)
 
     # ------------------------------------------------------------------ identity, persistence
     def content_hash(self) -> str:
@@ -414,14 +338,23 @@ class Graph:
         return digest.hexdigest()
 
     def state_dict(self) -> Dict[str, Any]:
+        """Everything :meth:`save` writes: structure, edge and node data, metadata (the plain
+        values among it: tensors, numbers, strings and containers of them)."""
         state: Dict[str, Any] = {"format_version": _FORMAT_VERSION, "indptr": self.indptr, "indices": self.indices,
-                                 "edge_weight": self.edge_weight, "name": self.name}
+                                 "edge_weight": self.edge_weight, "edge_attr": self.edge_attr, "name": self.name,
+                                 "input_order": self._input_order}
         for key in ("x", "y") + _MASKS:
             state[key] = getattr(self, key)
+        state["metadata"], _ = metadata_state(self)
         return state
 
     def save(self, path: Union[str, os.PathLike]) -> None:
-        """Write the graph to ``path`` atomically (temporary file + rename)."""
+        """Write the graph to ``path`` atomically (temporary file + rename), metadata included;
+        metadata that is not a plain value (an arbitrary object) is named in a warning and skipped."""
+        _, skipped = metadata_state(self)
+        if skipped:
+            warnings.warn(f"Graph.save skips the attribute(s) {skipped}: only tensors, numbers, strings and "
+                          f"lists/dicts of them are saved", UserWarning, stacklevel=2)
         with atomic_write(path, "wb") as handle:
             torch.save(self.state_dict(), handle)
 
@@ -437,7 +370,14 @@ class Graph:
         if not isinstance(state, dict) or state.get("format_version") != _FORMAT_VERSION:
             raise GraphError(f"{path!r} was not written by Graph.save (format_version missing or unknown)")
         data = {key: state.get(key) for key in ("x", "y") + _MASKS}
-        return cls(state["indptr"], state["indices"], state["edge_weight"], name=state.get("name"), **data)
+        graph = cls(state["indptr"], state["indices"], state["edge_weight"], name=state.get("name"),
+                    edge_attr=state.get("edge_attr"), **data)
+        order = state.get("input_order")
+        if order is not None and (not isinstance(order, torch.Tensor) or order.shape != (graph.num_edges,)):
+            raise GraphError(f"{path!r} holds an input edge order that does not match its {graph.num_edges} edges "
+                             f"(corrupt); save the graph again")
+        graph._input_order = order
+        return restore_metadata(graph, state.get("metadata"))
 
     # ------------------------------------------------------------------ misc
     def __repr__(self) -> str:

@@ -23,6 +23,7 @@ __all__ = [
     "check_labels",
     "check_mask",
     "check_edge_weight",
+    "check_edge_attr",
     "count_nonfinite",
 ]
 
@@ -165,4 +166,21 @@ def check_edge_weight(weight: Optional[Any], num_edges: int) -> Optional[torch.T
         tensor = tensor.to(torch.float32)
     if count_nonfinite(tensor):
         raise GraphError("edge_weight contains NaN/inf; every edge weight must be finite")
+    return tensor.contiguous()
+
+
+def check_edge_attr(attr: Optional[Any], num_edges: int) -> Optional[torch.Tensor]:
+    """Edge features: ``[num_edges, ...]`` (one row per edge), any numeric dtype, finite when floating."""
+    if attr is None:
+        return None
+    tensor = as_tensor(attr, "edge_attr")
+    if tensor.dim() == 0 or tensor.size(0) != num_edges:
+        raise GraphError(
+            f"edge_attr has shape {tuple(tensor.shape)} but the graph has {num_edges} edges; "
+            f"pass one row of edge features per edge, aligned with the edges"
+        )
+    if tensor.is_complex():
+        raise GraphError(f"edge_attr has dtype {tensor.dtype}; edge features must be real numbers or booleans")
+    if tensor.is_floating_point() and count_nonfinite(tensor):
+        raise GraphError("edge_attr contains NaN/inf; clean the edge features (e.g. torch.nan_to_num)")
     return tensor.contiguous()

@@ -36,15 +36,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import torch
 
 from sgl.errors import StoreError
-from sgl.fileio import atomic_write, sha256_file
+from sgl.fileio import atomic_write, make_temp_dir, sha256_file
 from sgl.samplers.io import CountedArray, IOCounter, count_runs
 
 __all__ = ["StoreWriter", "write_store", "open_store", "GraphStore", "FeatureStore", "DiskAdjacency",
@@ -68,10 +67,17 @@ class StoreWriter:
         feature_dtype: ``"float32"`` or ``"float16"``.
         index_dtype: dtype of ``indices`` (``"int32"`` halves adjacency I/O below 2^31 nodes).
         overwrite: replace an existing store at ``path`` (only after the new one is complete).
+        log: receives one line per stale temporary folder removed (default: a ``UserWarning``).
+
+    The arrays are filled in ``.<name>.sgl-<host>-<pid>-*.tmp`` next to ``path``; a writer
+    that was killed leaves that folder behind, and the next writer of the same store removes
+    it once its process is gone (:func:`sgl.fileio.remove_stale_temps`). The finished store
+    gets the permissions of ``mkdir`` under the user's umask.
     """
 
     def __init__(self, path: PathLike, num_nodes: int, num_edges: int, num_features: int,
-                 feature_dtype: str = "float32", index_dtype: Optional[str] = None, overwrite: bool = False) -> None:
+                 feature_dtype: str = "float32", index_dtype: Optional[str] = None, overwrite: bool = False,
+                 log: Optional[Callable[[str], None]] = None) -> None:
         if feature_dtype not in _FEATURE_DTYPES:
             raise StoreError(f"feature_dtype must be one of {_FEATURE_DTYPES}, got {feature_dtype!r}")
         if num_nodes < 1 or num_edges < 0 or num_features < 1:
@@ -85,8 +91,8 @@ class StoreWriter:
                                      "num_edges": int(num_edges), "num_features": int(num_features),
                                      "feature_dtype": feature_dtype, "index_dtype": index_dtype}
         self.overwrite = overwrite
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent))
+        self.log = log
+        self.tmp = make_temp_dir(self.path, ".tmp", log=log)
         self.arrays: Dict[str, np.memmap] = {}
         self._finalized = False
         self.indptr = self._create("indptr", (num_nodes + 1,), "int64")
@@ -117,7 +123,7 @@ class StoreWriter:
         with atomic_write(self.tmp / "manifest.json", "w") as handle:
             json.dump({**self.meta, "arrays": files}, handle, indent=2)
         if self.path.exists():
-            trash = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".old", dir=self.path.parent))
+            trash = make_temp_dir(self.path, ".old", log=self.log)
             os.replace(self.path, trash / "store")
             os.replace(self.tmp, self.path)
             shutil.rmtree(trash, ignore_errors=True)
@@ -139,15 +145,19 @@ class StoreWriter:
 
 
 def write_store(graph: Any, path: PathLike, feature_dtype: str = "float32", overwrite: bool = False,
-                chunk_rows: int = 1 << 16, progress: bool = False) -> Path:
-    """Write any :class:`sgl.data.Graph` with features as a store (atomically); returns the folder."""
+                chunk_rows: int = 1 << 16, progress: bool = False, log: Optional[Callable[[str], None]] = None) -> Path:
+    """Write any :class:`sgl.data.Graph` with features as a store (atomically); returns the folder.
+
+    ``log`` receives a line for each stale temporary folder of a killed earlier run that is
+    removed first (see :class:`StoreWriter`).
+    """
     if graph.x is None:
         raise StoreError("the graph has no node features (graph.x); a feature store needs them")
     x = graph.x
     if x.dim() != 2:
         raise StoreError(f"features must be 2-D [num_nodes, num_features], got {tuple(x.shape)}")
     with StoreWriter(path, graph.num_nodes, graph.num_edges, int(x.size(1)), feature_dtype=feature_dtype,
-                     overwrite=overwrite) as writer:
+                     overwrite=overwrite, log=log) as writer:
         writer.indptr[:] = graph.indptr.numpy()
         writer.indices[:] = graph.indices.numpy()
         rows = range(0, graph.num_nodes, chunk_rows)

@@ -6,7 +6,9 @@ The optimizer is optuna's multi-objective TPE (``tpe``, default) or NSGA-II (``n
 storage: in memory, a SQLite file (``study.db`` or ``sqlite:///study.db``) or any RDB URL,
 so a search resumes after a crash and several processes or machines can work on one study.
 Every finished trial is committed to the storage as it ends; killing a search loses only the
-running trials.
+running trials, which the next run marks ``FAIL`` at once when it runs on the same machine, and
+optuna's heartbeat within :data:`~sgl.search.stale.GRACE_PERIOD` seconds otherwise
+(:mod:`sgl.search.stale`).
 
 Example:
     >>> import sgl
@@ -35,6 +37,8 @@ from sgl.search.config import OPTIMIZERS, SearchConfig
 from sgl.search.evaluate import DesignEvaluator
 from sgl.search.objectives import Objective, hypervolume_2d, pareto_front, parse_objectives
 from sgl.search.space import DesignSpace
+from sgl.search.stale import (GRACE_PERIOD, HEARTBEAT_INTERVAL, WORKER_ATTR, fail_dead_trials, report_failed_trial,
+                              worker_identity)
 from sgl.tasks.config import TrainConfig
 
 __all__ = ["SearchConfig", "SearchResult", "run_search", "open_study", "load_result", "export_config",
@@ -93,14 +97,47 @@ def _rdb_storage(storage: Optional[str]):
         elif not path.parent.is_dir():
             raise SearchError(f"cannot create the study file {path}: folder {path.parent} does not exist")
     try:
+        import inspect
         import warnings
 
         warnings.filterwarnings("ignore", message=".*heartbeat_interval.*")
-        # heartbeats let optuna mark trials of a killed process as FAIL instead of RUNNING forever
-        return optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=120)
+        # heartbeats let optuna mark trials of a killed process as FAIL instead of RUNNING forever;
+        # optuna 4.9 renamed failed_trial_callback to heartbeat_stale_trial_callback
+        parameters = inspect.signature(optuna.storages.RDBStorage).parameters
+        callback = ("heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in parameters
+                    else "failed_trial_callback")
+        return _open_rdb(url, heartbeat_interval=HEARTBEAT_INTERVAL, grace_period=GRACE_PERIOD,
+                         **{callback: report_failed_trial})
     except Exception as exc:  # sqlalchemy/driver errors: unreachable server, missing driver, corrupt file
         raise SearchError(f"cannot open search storage {url!r}: {type(exc).__name__}: {exc}. "
                           f"Check the URL, that the server is reachable and its driver installed") from exc
+
+
+#: what a database says when another worker created optuna's tables a moment earlier
+_SCHEMA_RACE = ("already exists", "duplicate key", "unique constraint failed: alembic_version")
+
+
+def _open_rdb(url: str, attempts: int = 6, **kwargs: Any):
+    """``RDBStorage(url)``, retried when workers started together race to create its tables.
+
+    On an empty database every worker's ``RDBStorage`` creates the schema; all but the first
+    fail with "relation already exists" / "duplicate key ... pg_type" (optuna issue #1092).
+    Once one worker has created it, opening again is a no-op, so a short random back-off
+    lets any number of workers start at the same moment.
+    """
+    import random
+    import time
+
+    import optuna
+
+    for attempt in range(1, attempts):
+        try:
+            return optuna.storages.RDBStorage(url, **kwargs)
+        except Exception as exc:  # sqlalchemy IntegrityError / ProgrammingError / OperationalError
+            if not any(text in str(exc).lower() for text in _SCHEMA_RACE):
+                raise
+            time.sleep(random.uniform(0.2, 0.6) * attempt)
+    return optuna.storages.RDBStorage(url, **kwargs)
 
 
 def _make_sampler(config: SearchConfig, offset: int):
@@ -204,11 +241,15 @@ def run_search(graph: Any, space: Optional[DesignSpace] = None, config: Optional
             "seed": config.seed, "optimizer": config.optimizer}
     study_name = config.study_name or f"sgl-{name}"
     study = open_study(config.storage, study_name, create=meta, config=config)
+    fail_dead_trials(study)  # trials a killed run left RUNNING, before they confuse the count or the sampler
     study.sampler = _make_sampler(config, len(study.get_trials(deepcopy=False)))
     evaluator = DesignEvaluator(graph, space, config.train_config(), cache=cache)
     names = [o.name for o in config.objective_list]
 
+    owner = worker_identity()
+
     def objective(trial) -> Tuple[float, ...]:
+        trial.set_user_attr(WORKER_ATTR, owner)
         design = space.suggest(trial)
         metrics = evaluator.evaluate(design, seed=config.seed)
         trial.set_user_attr("design", design)
