@@ -25,8 +25,9 @@ def register(subparsers: Any) -> None:
                                                         "(text edge list or .npy (E, 2) array)")
     build.add_argument("--root", help="folder holding the dataset's files")
     build.add_argument("--k", type=int, default=5, help="64-bit words per vertex (default 5)")
-    build.add_argument("--codes", default="vend", choices=("vend", "vertex-bloom", "range"),
-                       help="code kind: VEND (default) or a baseline at the same bits")
+    build.add_argument("--codes", default="vend", choices=("vend", "vend-one-hash", "vertex-bloom", "range"),
+                       help="code kind: VEND (default; per-vertex optimal bitmap hash count), the paper's "
+                            "one-hash VEND, or a baseline at the same bits")
     build.add_argument("--out", required=True, help="store file to create (SQLite)")
     build.add_argument("--overwrite", action="store_true", help="replace an existing store (atomically)")
     build.add_argument("--no-progress", action="store_true")

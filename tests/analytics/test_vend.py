@@ -2,15 +2,16 @@
 import numpy as np
 import pytest
 
-from sgl.analytics.vend import (CodeLayout, EdgeBloomFilter, MemoryAdjacency, PairType, RangeFilter, VENDCodes,
-                                VertexBloomFilter)
-from sgl.analytics.vend.encode import choose_windows
-from sgl.analytics.vend.layout import bitmap_slot, get_field, or_field
+from sgl.analytics.vend import (CodeLayout, EdgeBloomFilter, MemoryAdjacency, OneHashVENDCodes, PairType, RangeFilter,
+                                VENDCodes, VertexBloomFilter)
+from sgl.analytics.vend.encode import choose_windows, hash_counts
+from sgl.analytics.vend.layout import bitmap_slot, bitmap_slots, get_field, hash_keys, or_field
 from sgl.datasets.powerlaw import chung_lu_edges
 from sgl.errors import ConfigError, GraphError
 
 NEIGHBOR, NON, UNCERTAIN = (int(t) for t in PairType)
-FILTERS = (VENDCodes, VertexBloomFilter, RangeFilter)
+FILTERS = (VENDCodes, OneHashVENDCodes, VertexBloomFilter, RangeFilter)
+VARIANTS = (VENDCodes, OneHashVENDCodes)       # per-vertex optimal bitmap hash count, the paper's one hash
 
 
 def _random_graph(n, m, seed, hubs=0):
@@ -103,27 +104,79 @@ def _score(n, layout, nbrs, b, s):
     buckets = int(layout.hash_bits(b))
     rest = np.concatenate([nbrs[:s], nbrs[s + b:]])
     zeros = buckets - np.unique(bitmap_slot(rest, buckets)).size if buckets > 0 else 0
+    return _window_score(n, nbrs, b, s, zeros / buckets if buckets else 0)
+
+
+def _window_score(n, nbrs, b, s, certified):
+    """Exact count inside window (b, s) plus ``certified`` times the ids outside it."""
     if b == 0:
-        return n * zeros / buckets
+        return n * certified
     lo = 0 if s == 0 else nbrs[s]
-    hi = n - 1 if s == d - b else nbrs[s + b - 1]
+    hi = n - 1 if s == nbrs.size - b else nbrs[s + b - 1]
     span = hi - lo + 1
-    return (span - b) + ((n - span) * zeros / buckets if buckets else 0)
+    return (span - b) + (n - span) * certified
 
 
-def test_window_maximises_the_paper_score():
+@pytest.mark.parametrize("hashes", ["one", "optimal"])
+def test_window_maximises_the_paper_score(hashes):
+    """The paper's score for one hash; with the per-vertex hash count, its multi-hash form."""
     n = 5000
     rng = np.random.default_rng(3)
-    layout = CodeLayout(n, 2)
+    layout = CodeLayout(n, 2, hashes=hashes)
+    scorer = _score if hashes == "one" else _optimal_score
     lists = [np.sort(rng.choice(n, size=d, replace=False)) for d in (12, 20, 40, 90)]
     lists.append(np.sort(np.concatenate([np.arange(100, 130), rng.choice(np.arange(2000, n), 15, replace=False)])))
     ptr = np.concatenate([[0], np.cumsum([x.size for x in lists])])
     size, start, _, score = choose_windows(layout, ptr, np.concatenate(lists))
     for row, nbrs in enumerate(lists):
-        best = max(_score(n, layout, nbrs, b, s) for b in range(layout.max_window + 1)
+        best = max(scorer(n, layout, nbrs, b, s) for b in range(layout.max_window + 1)
                    for s in (range(1) if b == 0 else range(nbrs.size - b + 1)))
         assert score[row] == pytest.approx(best)
-        assert _score(n, layout, nbrs, size[row], start[row]) == pytest.approx(best)
+        assert scorer(n, layout, nbrs, size[row], start[row]) == pytest.approx(best)
+
+
+def _optimal_score(n, layout, nbrs, b, s):
+    """The multi-hash score of window (b, s), from the bitmap its h hash functions leave."""
+    buckets = int(layout.hash_bits(b))
+    rest = np.concatenate([nbrs[:s], nbrs[s + b:]])
+    h = int(hash_counts(layout, buckets, rest.size))
+    keys = hash_keys(rest)
+    ones = np.unique(np.concatenate([bitmap_slots(keys, buckets, i) for i in range(h)])).size if buckets > 0 else 0
+    return _window_score(n, nbrs, b, s, 1 - (ones / buckets) ** h if buckets > 0 else 0.0)
+
+
+def test_hash_count_minimises_the_expected_false_positive_rate():
+    layout = CodeLayout(1000, 4, hashes="optimal")
+    buckets, keys = np.meshgrid(np.arange(1, 250), np.arange(1, 120))
+    h = hash_counts(layout, buckets, keys)
+    rates = np.stack([(1 - np.exp(-j * keys / buckets)) ** j for j in range(1, 17)])
+    assert (h >= 1).all() and (h <= 16).all()
+    assert np.allclose(np.take_along_axis(rates, (h - 1)[None], 0)[0], rates.min(0))
+    assert (hash_counts(CodeLayout(1000, 4), buckets, keys) == 1).all()
+    assert (hash_counts(layout, np.array([0, 50]), np.array([5, 0])) == 1).all()   # no bitmap / no key
+
+
+def test_optimal_hashes_certify_at_least_the_one_hash_codes():
+    n = 3000
+    edges = chung_lu_edges(n, avg_degree=30, exponent=2.3, seed=6)
+    adj = MemoryAdjacency.from_edges(edges, num_nodes=n)
+    pairs = np.random.default_rng(1).integers(0, n, size=(60_000, 2))
+    pairs = pairs[(pairs[:, 0] != pairs[:, 1]) & ~adj.has_edges(pairs[:, 0], pairs[:, 1])]
+    for k in (2, 5):
+        share = {cls: (cls.from_edges(edges, k=k, num_nodes=n).test_batch(pairs[:, 0], pairs[:, 1]) == NON).mean()
+                 for cls in VARIANTS}
+        assert share[VENDCodes] >= share[OneHashVENDCodes] > 0.5
+        multi = VENDCodes.from_edges(edges, k=k, num_nodes=n)
+        assert multi._head[:, 7].max() > 1      # some bitmaps do use several hash functions
+
+
+def test_codes_of_the_one_hash_layout_are_not_read_as_multi_hash(tmp_path):
+    codes = OneHashVENDCodes.from_edges(chung_lu_edges(500, seed=0), k=2, num_nodes=500)
+    np.savez(tmp_path / "old.npz", words=codes.words, kind=np.array("VENDCodes"))   # a file without the hash field
+    with pytest.raises(GraphError, match="hashes='one'.*rebuild"):
+        VENDCodes.load(tmp_path / "old.npz")
+    codes.save(tmp_path / "one.npz")
+    assert (OneHashVENDCodes.load(tmp_path / "one.npz").words == codes.words).all()
 
 
 def _random_updates(adj, rng, total, batch, n):
@@ -148,10 +201,10 @@ def _check_sound(codes, adj, rng):
     return float((answer[~truth] == NON).mean())
 
 
-def _updates_keep_codes_sound(edges, n, k, seed):
+def _updates_keep_codes_sound(edges, n, k, seed, cls=VENDCodes):
     rng = np.random.default_rng(seed)
     adj = MemoryAdjacency.from_edges(edges, num_nodes=n)
-    codes = VENDCodes.from_edges(edges, k=k, num_nodes=n)
+    codes = cls.from_edges(edges, k=k, num_nodes=n)
     before = _check_sound(codes, adj, rng)
     touched = []
     for insert, delete in _random_updates(adj, rng, total=10_000, batch=1000, n=n):
@@ -165,24 +218,26 @@ def _updates_keep_codes_sound(edges, n, k, seed):
         answer, truth = codes.test_batch(u, v), adj.has_edges(u, v)
         assert not (truth & (answer == NON)).any() and not (~truth & (answer == NEIGHBOR)).any()
     # maintenance re-encodes from the current lists: certification does not decay
-    fresh = _check_sound(VENDCodes.from_csr(*adj.neighbors_csr(np.arange(n)), k=k), adj, rng)
+    fresh = _check_sound(cls.from_csr(*adj.neighbors_csr(np.arange(n)), k=k), adj, rng)
     assert after > fresh - 0.02
     return before, after
 
 
+@pytest.mark.parametrize("cls", VARIANTS)
 @pytest.mark.parametrize("k", [2, 5])
-def test_facebook_no_false_non_neighbor_before_and_after_10000_updates(data_path, k):
+def test_facebook_no_false_non_neighbor_before_and_after_10000_updates(data_path, k, cls):
     edges = _facebook(data_path)
-    before, after = _updates_keep_codes_sound(edges, int(edges.max()) + 1, k, seed=k)
+    before, after = _updates_keep_codes_sound(edges, int(edges.max()) + 1, k, seed=k, cls=cls)
     assert before > 0.95 and after > 0.9
 
 
+@pytest.mark.parametrize("cls", VARIANTS)
 @pytest.mark.parametrize("exponent, k", [(2.2, 2), (2.8, 5)])
-def test_power_law_no_false_non_neighbor_before_and_after_10000_updates(exponent, k):
+def test_power_law_no_false_non_neighbor_before_and_after_10000_updates(exponent, k, cls):
     n = 20_000
     edges = chung_lu_edges(n, avg_degree=12, exponent=exponent, seed=1)
     assert np.bincount(edges.ravel(), minlength=n).max() > 40 * 12   # hubs: windowed codes are exercised
-    _updates_keep_codes_sound(edges, n, k, seed=7)
+    _updates_keep_codes_sound(edges, n, k, seed=7, cls=cls)
 
 
 def test_update_details():

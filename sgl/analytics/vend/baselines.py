@@ -59,6 +59,7 @@ class RangeFilter(VENDCodes):
     """Range codes: VEND's exact lists and windows, no bitmap (``Uncertain`` outside the window)."""
 
     bitmap = False
+    hashes = "one"
 
 
 class VertexBloomFilter(VENDCodes):
@@ -66,6 +67,7 @@ class VertexBloomFilter(VENDCodes):
 
     #: cap on the hash functions per filter (the optimum is used up to it)
     max_hashes = _MAX_HASHES
+    hashes = "one"           # the layout's windowed fields are unused; exact lists are the same
 
     @classmethod
     def _encode(cls, layout: CodeLayout, indptr: np.ndarray, indices: np.ndarray, progress: bool) -> np.ndarray:

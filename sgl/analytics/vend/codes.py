@@ -6,9 +6,13 @@ sided test of ``x``'s code about ``y`` is
 
 * ``y`` inside the certified interval ``[lo, hi]`` of ``x`` (``[0, n-1]`` for an exact list): a
   binary search in the stored ids says ``Neighbor`` or ``NonNeighbor``, exactly;
-* otherwise the bitmap bit :func:`~sgl.analytics.vend.layout.bitmap_slot` ``(y, H)``: 0 means
-  ``NonNeighbor`` (no neighbour set it), 1 means ``Uncertain``; a code without bitmap bits says
-  ``Uncertain``.
+* otherwise the code's ``h`` bitmap bits :func:`~sgl.analytics.vend.layout.bitmap_slots`
+  ``(y, H, i)``, ``i < h``: any 0 means ``NonNeighbor`` (no neighbour set it), all 1 ``Uncertain``;
+  a code without bitmap bits says ``Uncertain``.
+
+:class:`VENDCodes` picks ``h`` per vertex (``hashes="optimal"``: the ``h`` minimising the bitmap's
+expected false-positive rate ``(1 - exp(-h r / H))^h`` for its ``r`` hashed neighbours, stored in 4
+header bits); :class:`OneHashVENDCodes` is the paper's code (``h = 1``, no hash-count field).
 
 ``test(u, v)`` combines ``side(u, v)`` and ``side(v, u)`` and keeps the more certain answer
 (``min`` in the order ``Neighbor < NonNeighbor < Uncertain``). A ``NonNeighbor`` is never wrong:
@@ -42,10 +46,10 @@ import numpy as np
 
 from sgl.analytics.vend.adjacency import as_edge_array, as_pairs, as_vertex_ids, graph_csr, undirected_csr
 from sgl.analytics.vend.encode import encode_neighbors
-from sgl.analytics.vend.layout import FULL_HASH, LEFT, RIGHT, CodeLayout, bitmap_slot, get_field, read_bits
+from sgl.analytics.vend.layout import FULL_HASH, LEFT, RIGHT, CodeLayout, bitmap_slots, get_field, hash_keys, read_bits
 from sgl.errors import GraphError
 
-__all__ = ["PairType", "VENDCodes"]
+__all__ = ["PairType", "VENDCodes", "OneHashVENDCodes"]
 
 PathLike = Union[str, os.PathLike]
 
@@ -72,15 +76,17 @@ class VENDCodes:
             (the paper's behaviour); ``False`` re-encodes only sides that became wrong.
     """
 
-    #: whether codes use their leftover bits as a one-hash bitmap (False: the range-filter baseline)
+    #: whether codes use their leftover bits as a bitmap (False: the range-filter baseline)
     bitmap = True
+    #: bitmap hash functions: ``"optimal"`` (``h`` per vertex, stored) or ``"one"`` (the paper's)
+    hashes = "optimal"
 
     def __init__(self, words: np.ndarray, *, refresh_on_delete: bool = True) -> None:
         words = np.asarray(words)
         if words.ndim != 2 or words.dtype != np.uint64 or words.shape[0] < 1 or words.shape[1] < 1:
             raise GraphError(f"VEND codes must be a (num_nodes, k) uint64 array with k >= 1, "
                              f"got shape {words.shape} dtype {words.dtype}")
-        self.layout = CodeLayout(words.shape[0], words.shape[1])
+        self.layout = CodeLayout(words.shape[0], words.shape[1], self.hashes)
         # one trailing zero word: read_bits fetches a field's high part from the next word unconditionally
         self._words = np.zeros(words.size + 1, dtype=np.uint64)
         self._words[:-1] = words.reshape(-1)
@@ -92,7 +98,7 @@ class VENDCodes:
     def from_csr(cls, indptr: np.ndarray, indices: np.ndarray, k: int, *, progress: bool = False,
                  **options: Any) -> "VENDCodes":
         """Codes for sorted, duplicate-free neighbour lists (row ``v`` = ``indices[indptr[v]:indptr[v+1]]``)."""
-        layout = CodeLayout(np.asarray(indptr).size - 1, k)
+        layout = CodeLayout(np.asarray(indptr).size - 1, k, cls.hashes)
         return cls(cls._encode(layout, indptr, indices, progress), **options)
 
     @classmethod
@@ -148,7 +154,7 @@ class VENDCodes:
     # -- queries --------------------------------------------------------------------------------
     def _decode(self, rows: np.ndarray) -> np.ndarray:
         """Header of each code in ``rows``: columns lo, hi (certified interval), first and last listed
-        id, list length, list bit offset, bitmap bits (0 = none)."""
+        id, list length, list bit offset, bitmap bits (0 = none), bitmap hash functions."""
         lay, words = self.layout, self._words
         start = rows * self.k
         head = words[start]                       # flag, block type and sizes all sit in word 0
@@ -162,7 +168,11 @@ class VENDCodes:
         lo = np.where(exact | (block == LEFT), 0, first)
         hi = np.where(exact | (block == RIGHT), self.num_nodes - 1, np.where(block == FULL_HASH, -1, last))
         buckets = np.where(exact, 0, lay.hash_bits(count)) if self.bitmap else np.zeros(rows.size, np.int64)
-        return np.stack([lo, hi, first, last, count, base, buckets], axis=1)
+        hashes = np.ones(rows.size, np.int64)
+        if lay.hash_count_bits:
+            field = (head >> np.uint64(lay.hash_count_offset)) & np.uint64((1 << lay.hash_count_bits) - 1)
+            hashes = np.where(exact, 1, field.astype(np.int64) + 1)
+        return np.stack([lo, hi, first, last, count, base, buckets, hashes], axis=1)
 
     def _refresh(self, rows: np.ndarray) -> None:
         """Re-derive the header cache of ``rows`` from their words."""
@@ -170,7 +180,7 @@ class VENDCodes:
             # the cache spares each query ~15 vectorised bit operations; it is derived data,
             # rebuilt from the words, and not counted in nbytes (a C decoder would not need it)
             small = max(self.num_nodes, self.layout.bits) < 2**31 - 1
-            self._head = np.zeros((self.num_nodes, 7), dtype=np.int32 if small else np.int64)
+            self._head = np.zeros((self.num_nodes, 8), dtype=np.int32 if small else np.int64)
         self._head[rows] = self._decode(rows)
 
     def _contains(self, start: np.ndarray, base: np.ndarray, count: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -211,11 +221,16 @@ class VENDCodes:
             found = self._contains(x[at] * self.k, head[at, 5].astype(np.int64), count[at].astype(np.int64), y[at])
             out[at[found]] = _NEIGHBOR
         at = np.flatnonzero(~inside & (head[:, 6] > 0))
-        if at.size:
+        i = 0
+        while at.size:
+            # hash function i of every code still uncertain that has more than i of them
             buckets = head[at, 6].astype(np.int64)
-            bit = bitmap_slot(y[at], buckets)
+            bit = bitmap_slots(hash_keys(y[at]), buckets, i)
             offset = self.layout.bits - buckets + bit    # the bitmap fills the code's last H bits
-            out[at[read_bits(self._words, x[at] * self.k, offset, 1) == 0]] = _NON
+            zero = read_bits(self._words, x[at] * self.k, offset, 1) == 0
+            out[at[zero]] = _NON
+            i += 1
+            at = at[~zero & (head[at, 7] > i)]
         return out
 
     def test_batch(self, u: Any, v: Any) -> np.ndarray:
@@ -285,7 +300,7 @@ class VENDCodes:
         from sgl.fileio import atomic_write
 
         with atomic_write(path, "wb") as handle:
-            np.savez(handle, words=self.words, kind=np.array(type(self).__name__))
+            np.savez(handle, words=self.words, kind=np.array(type(self).__name__), hashes=np.array(self.hashes))
 
     @classmethod
     def load(cls, path: PathLike, **options: Any) -> "VENDCodes":
@@ -293,12 +308,28 @@ class VENDCodes:
         try:
             with np.load(path, allow_pickle=False) as data:
                 words, kind = data["words"], str(data["kind"])
+                # files written before the hash-count field all hold one-hash bitmaps
+                hashes = str(data["hashes"]) if "hashes" in data.files else "one"
         except (OSError, ValueError, KeyError) as exc:
             raise GraphError(f"cannot read VEND codes from {os.fspath(path)}: {exc}") from exc
         if kind != cls.__name__:
             raise GraphError(f"{os.fspath(path)} holds {kind} codes, not {cls.__name__}")
+        if cls.bitmap and hashes != cls.hashes:
+            raise GraphError(f"{os.fspath(path)} holds {kind} codes with hashes={hashes!r} bitmaps (an older "
+                             f"layout), not {cls.hashes!r}; rebuild them with {cls.__name__}.from_edges")
         return cls(words, **options)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(num_nodes={self.num_nodes}, k={self.k}, bits_per_vertex="
                 f"{self.layout.bits}, max_exact={self.layout.max_exact})")
+
+
+class OneHashVENDCodes(VENDCodes):
+    """The paper's VEND code: windowed codes hash each neighbour to one bitmap bit, no hash-count field.
+
+        >>> import numpy as np
+        >>> OneHashVENDCodes.from_edges(np.array([[0, 1], [1, 2]]), k=1).test(0, 2).name
+        'NonNeighbor'
+    """
+
+    hashes = "one"

@@ -32,7 +32,7 @@ import numpy as np
 
 from sgl.analytics.vend.adjacency import as_edge_array, as_pairs, graph_csr, undirected_csr
 from sgl.analytics.vend.baselines import OneHashBloomFilter, RangeFilter, VertexBloomFilter
-from sgl.analytics.vend.codes import PairType, VENDCodes
+from sgl.analytics.vend.codes import OneHashVENDCodes, PairType, VENDCodes
 from sgl.analytics.vend.layout import CodeLayout
 from sgl.analytics.vend.store import EdgeStore
 from sgl.errors import ConfigError, StoreError
@@ -41,7 +41,7 @@ __all__ = ["VENDStore", "QueryStats", "UpdateResult"]
 
 PathLike = Union[str, os.PathLike]
 #: code kinds a store can hold (the name is persisted in its meta table)
-CODE_KINDS = {cls.__name__: cls for cls in (VENDCodes, VertexBloomFilter, OneHashBloomFilter, RangeFilter)}
+CODE_KINDS = {cls.__name__: cls for cls in (VENDCodes, OneHashVENDCodes, VertexBloomFilter, OneHashBloomFilter, RangeFilter)}
 
 
 @dataclass
@@ -94,7 +94,7 @@ class VENDStore:
               overwrite: bool = False, progress: bool = False, **options: Any) -> "VENDStore":
         """Build a store at ``path`` for a :class:`~sgl.data.Graph` or an ``(E, 2)`` edge array.
 
-        ``kind`` picks the codes (``"VENDCodes"``; the baselines ``"VertexBloomFilter"`` and
+        ``kind`` picks the codes (``"VENDCodes"``, the paper's ``"OneHashVENDCodes"``; the baselines ``"VertexBloomFilter"`` and
         ``"RangeFilter"`` for comparisons). An existing ``path`` is kept unless ``overwrite``.
         """
         if kind not in CODE_KINDS:

@@ -7,9 +7,11 @@ With ``VB = bitlen(num_nodes - 1)`` bits per vertex id there are two kinds of co
 * **decodable** (degree ``<= max_exact``): bit 0 = 1, a count of ``CB`` bits, then the sorted
   neighbour ids, ``VB`` bits each: the code *is* the neighbour list;
 * **windowed** (higher degree): bit 0 = 0, a 2-bit block type (``FULL_HASH``, ``LEFT``,
-  ``MIDDLE``, ``RIGHT``), the window size ``b`` in ``LB`` bits, ``b`` consecutive ids of the sorted
-  neighbour list, and a one-hash bitmap over the ``H = P - 3 - LB - b VB`` remaining bits in which
-  every other neighbour ``y`` sets bit :func:`bitmap_slot` ``(y, H)``.
+  ``MIDDLE``, ``RIGHT``), the window size ``b`` in ``LB`` bits, then (``hashes="optimal"`` only) the
+  bitmap's hash count ``h - 1`` in ``HB = 4`` bits, ``b`` consecutive ids of the sorted neighbour
+  list, and a bitmap over the ``H = P - 3 - LB - HB - b VB`` remaining bits in which every other
+  neighbour ``y`` sets the bits :func:`bitmap_slots` ``(y, H, i)``, ``i < h``. ``hashes="one"`` is the
+  paper's layout: ``HB = 0`` and ``h = 1`` (the bit :func:`bitmap_slot` ``(y, H)``).
 
 Every field is at most 62 bits wide, so it spans at most two words; :func:`read_bits` /
 :func:`get_field` and :func:`or_field` read and write one field for many (row, offset) pairs at once.
@@ -17,6 +19,8 @@ Every field is at most 62 bits wide, so it spans at most two words; :func:`read_
     >>> layout = CodeLayout(num_nodes=4039, k=2)
     >>> layout.bits, layout.id_bits, layout.max_exact, layout.max_window
     (128, 12, 10, 10)
+    >>> CodeLayout(num_nodes=4039, k=2, hashes="optimal").window_base - layout.window_base
+    4
 """
 from __future__ import annotations
 
@@ -24,30 +28,38 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sgl._checks import check_int
+from sgl._checks import check_choice, check_int
 from sgl.errors import ConfigError
 
 __all__ = ["CodeLayout", "FULL_HASH", "LEFT", "MIDDLE", "RIGHT", "get_field", "read_bits", "or_field", "hash_ids", "bitmap_slot",
-           "HEADER_BITS"]
+           "bitmap_slots", "hash_keys", "HEADER_BITS", "HASH_CHOICES", "MAX_HASHES"]
 
 #: block types of a windowed code (bits 1-2)
 FULL_HASH, LEFT, MIDDLE, RIGHT = 0, 1, 2, 3
 #: bit 0 (decodable flag) + the 2-bit block type of a windowed code
 HEADER_BITS = 3
+#: bitmap variants: the paper's one hash function, or ``h`` per vertex (stored in the code)
+HASH_CHOICES = ("one", "optimal")
+#: width of the hash-count field of an ``"optimal"`` windowed code (it stores ``h - 1``)
+_HASH_COUNT_BITS = 4
+MAX_HASHES = 2 ** _HASH_COUNT_BITS
 _MAX_ID_BITS = 62
 _U64 = np.uint64
 
 
 @dataclass(frozen=True)
 class CodeLayout:
-    """Field widths and offsets of the codes for ``num_nodes`` vertices and ``k`` words each."""
+    """Field widths and offsets of the codes for ``num_nodes`` vertices and ``k`` words each;
+    ``hashes`` (``"one"`` or ``"optimal"``) is the bitmap variant of a windowed code."""
 
     num_nodes: int
     k: int
+    hashes: str = "one"
 
     def __post_init__(self) -> None:
         check_int(self.k, "k (machine words per vertex)", minimum=1)
         check_int(self.num_nodes, "num_nodes", minimum=1)
+        check_choice(self.hashes, "hashes", HASH_CHOICES)
         if self.id_bits > _MAX_ID_BITS:
             raise ConfigError(f"num_nodes={self.num_nodes} needs {self.id_bits}-bit ids; VEND codes "
                               f"support at most 2^{_MAX_ID_BITS} vertices")
@@ -83,9 +95,19 @@ class CodeLayout:
         return ((self.bits - HEADER_BITS) // self.id_bits).bit_length()
 
     @property
+    def hash_count_bits(self) -> int:
+        """``HB``: width of a windowed code's hash-count field (0 for one hash)."""
+        return _HASH_COUNT_BITS if self.hashes == "optimal" else 0
+
+    @property
+    def hash_count_offset(self) -> int:
+        """Bit offset of the hash-count field (``h - 1``)."""
+        return HEADER_BITS + self.size_bits
+
+    @property
     def window_base(self) -> int:
         """Bit offset of a windowed code's first window id."""
-        return HEADER_BITS + self.size_bits
+        return HEADER_BITS + self.size_bits + self.hash_count_bits
 
     @property
     def max_window(self) -> int:
@@ -107,6 +129,24 @@ def hash_ids(ids: np.ndarray, salt: int = 0) -> np.ndarray:
     x = (x ^ (x >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> _U64(27))) * _U64(0x94D049BB133111EB)
     return x ^ (x >> _U64(31))
+
+
+def hash_keys(ids: np.ndarray):
+    """``(h32, step)`` of each id: the top and (odd) bottom halves of :func:`hash_ids`, as ``uint64``."""
+    x = hash_ids(ids)
+    return x >> _U64(32), (x & _U64(0xFFFFFFFF)) | _U64(1)
+
+
+def bitmap_slots(keys, buckets, i: int) -> np.ndarray:
+    """Bit ``floor(g_i * H / 2^32)`` of hash function ``i``, ``g_i = (h32 + i * step) mod 2^32``.
+
+    ``keys`` is :func:`hash_keys` of the ids (double hashing, Kirsch and Mitzenmacher); ``i = 0``
+    is :func:`bitmap_slot`. Every ``g_i`` is a 32-bit value independent of ``H``, so the slots of one
+    hash function are monotone in ``g_i`` for every bitmap size, as for one hash.
+    """
+    high, step = keys
+    g = (high + _U64(i) * step) & _U64(0xFFFFFFFF)
+    return ((g * np.asarray(buckets, dtype=_U64)) >> _U64(32)).astype(np.int64)
 
 
 def bitmap_slot(ids: np.ndarray, buckets) -> np.ndarray:

@@ -28,7 +28,8 @@ from sgl.errors import ConfigError
 __all__ = ["VENDBuildConfig", "VENDBuildResult", "build_vend_store", "PairAnswers", "query_pairs", "CODE_NAMES"]
 
 #: ``--codes`` names -> code classes a store can hold
-CODE_NAMES = {"vend": "VENDCodes", "vertex-bloom": "VertexBloomFilter", "range": "RangeFilter"}
+CODE_NAMES = {"vend": "VENDCodes", "vend-one-hash": "OneHashVENDCodes", "vertex-bloom": "VertexBloomFilter",
+              "range": "RangeFilter"}
 
 
 @dataclass(frozen=True)

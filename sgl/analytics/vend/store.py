@@ -42,7 +42,7 @@ __all__ = ["EdgeStore", "STORE_FORMAT"]
 
 PathLike = Union[str, os.PathLike]
 STORE_FORMAT = "sgl-vend-store"
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2    # 2: VENDCodes bitmaps carry a hash count (version 1 held one-hash codes)
 _CHUNK = 1024          # vertices per codes row
 _BATCH = 200_000       # pairs per json_each query
 _SCHEMA = (
