@@ -6,6 +6,7 @@ the ``weighted`` message operator.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Dict, List
 
@@ -15,7 +16,7 @@ __all__ = ["WeightedHopsConfig"]
 
 
 @dataclass
-class WeightedHopsConfig(SGAPConfig):
+class WeightedHopsConfig(SGAPConfig, ABC):
     """An :class:`~sgl.models.SGAPConfig` whose ``message_options["weights"]`` come from :meth:`hop_weights`.
 
     Subclasses validate their own parameters and return one weight per hop ``0..k``.
@@ -32,5 +33,6 @@ class WeightedHopsConfig(SGAPConfig):
         super().__post_init__()
         self.message_options = {**self.message_options, "weights": self.hop_weights()}
 
+    @abstractmethod
     def hop_weights(self) -> List[float]:
-        raise NotImplementedError
+        """One weight per hop ``0..k``, validating the subclass's own parameters."""

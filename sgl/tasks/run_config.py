@@ -320,13 +320,13 @@ class RunConfig:
         unknown = set(data) - valid
         if unknown:
             raise ConfigError(f"unknown key(s) {sorted(unknown)} in the run config; valid: {sorted(valid | {'task'})}")
-        structure = {part: data.pop(key) for key, part in _STRUCTURE_KEYS.items() if data.get(key) is not None}
-        if structure.get("options") and "name" not in structure:
-            raise ConfigError("--structure-option needs --structure rwgsl|knn")
-        if structure.get("pseudo") and str(structure.get("name")).lower() != "rwgsl":
-            raise ConfigError("--structure-pseudo sets RWGSL's pseudo-labels: it needs --structure rwgsl")
-        for key in _STRUCTURE_KEYS:
-            data.pop(key, None)
+        structure = {part: data.pop(key, None) for key, part in _STRUCTURE_KEYS.items()}
+        structure = {part: value for part, value in structure.items() if value is not None}
+        if "name" not in structure:  # StructureConfig checks the rest once it has a learner
+            if structure.get("options"):
+                raise ConfigError("--structure-option needs --structure rwgsl|knn")
+            if structure.get("pseudo"):
+                raise ConfigError("--structure-pseudo sets RWGSL's pseudo-labels: it needs --structure rwgsl")
         ctr = {key: data.pop(key) for key in _CTR_KEYS if key in data}
         train = data.pop("train", None)
         if task == "ctr" and isinstance(train, Mapping) and "block_rows" in train:
