@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import importlib
 import time
 from pathlib import Path
 
@@ -15,7 +16,11 @@ from sgl._checks import check_real, parse_bytes
 from sgl.cli.paths import check_output_path
 from sgl.errors import ConfigError, PlanError
 
-__all__ = ["register", "parse_memory_gb"]
+__all__ = ["register", "parse_memory_gb", "PLAN_EXTENSIONS"]
+
+#: modules that add ``sgl plan <kind>`` subcommands through ``register_plan(subparsers)``
+#: (sequence plans, LoRA/Spindle plans, serving plans); their parsers import no torch either
+PLAN_EXTENSIONS: tuple = ()
 
 #: dest -> the name its value has in PlanSearchConfig (error messages name the flag)
 _LIBRARY_NAMES = {"memory": "memory_gb", "granularity": "granularity_mb", "profile": "profile_dir",
@@ -99,6 +104,9 @@ def register(subparsers) -> None:
     w.add_argument("--model", default=None, help="re-evaluate the plan with this model's profile")
     w.add_argument("--profile", default=None)
     w.set_defaults(handler=_show)
+
+    for name in PLAN_EXTENSIONS:
+        importlib.import_module(name).register_plan(sub)
 
 
 def _cluster_args(args) -> tuple:
