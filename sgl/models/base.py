@@ -112,7 +112,7 @@ class SGAPConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
         if self.k < 1:
-            raise ConfigError(f"k (propagation hops) must be >= 1, got {self.k}; a model without propagation "
+            raise ConfigError(f"k (propagation hops) must be positive (>= 1), got {self.k}; a model without propagation "
                               f"is an MLP on raw features")
         if self.hop_start > self.k:
             raise ConfigError(f"hop_start={self.hop_start} is beyond k={self.k}; hops run 0..k")

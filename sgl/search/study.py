@@ -109,8 +109,18 @@ def _rdb_storage(storage: Optional[str]):
         return _open_rdb(url, heartbeat_interval=HEARTBEAT_INTERVAL, grace_period=GRACE_PERIOD,
                          **{callback: report_failed_trial})
     except Exception as exc:  # sqlalchemy/driver errors: unreachable server, missing driver, corrupt file
-        raise SearchError(f"cannot open search storage {url!r}: {type(exc).__name__}: {exc}. "
-                          f"Check the URL, that the server is reachable and its driver installed") from exc
+        raise SearchError(_storage_failure(url, exc)) from exc
+
+
+def _storage_failure(url: str, exc: BaseException) -> str:
+    """What to fix when a storage does not open: a file's problems for SQLite, the server's otherwise."""
+    reason = f"{type(exc).__name__}: {exc}"
+    if url.startswith("sqlite:"):
+        path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else url
+        return (f"cannot open the study file {path}: {reason}. Check that the file is a SQLite study "
+                f"written by `sgl search` and that its folder is writable, or pass a different --storage")
+    return (f"cannot open search storage {url!r}: {reason}. "
+            f"Check the URL, that the server is reachable and its driver installed")
 
 
 #: what a database says when another worker created optuna's tables a moment earlier

@@ -86,3 +86,8 @@ def test_sqlite_storage_errors_do_not_mention_servers_or_drivers(tmp_path, unwri
                     ["search", "export", str(tmp_path / "folder.db"), "--trial", "0"]):
         err = _error(capsys, command).lower()
         assert "is a folder" in err and "server" not in err and "driver" not in err
+
+
+def test_model_option_k_zero_says_positive(capsys):
+    err = _error(capsys, TRAIN + ["--model-option", "k=0"])
+    assert "k (propagation hops) must be positive" in err

@@ -238,3 +238,23 @@ def test_two_processes_share_one_sqlite_study(graph, tmp_path):
     with sqlite3.connect(db) as con:
         states = dict(con.execute("SELECT state, COUNT(*) FROM trials GROUP BY state").fetchall())
     assert states.get("RUNNING", 0) == 0  # no trial left dangling by either process
+
+
+def test_library_sqlite_storage_error_names_the_file_not_a_server(tmp_path, monkeypatch):
+    """A SQLite study that does not open (a locked or unreadable file) is a file problem: the
+    message names the file and what to do, and says nothing about servers or drivers."""
+    import sgl.search.study as study_module
+    from sgl.errors import SearchError
+
+    def refuse(url, **kwargs):
+        raise RuntimeError("(sqlite3.OperationalError) database is locked")
+
+    monkeypatch.setattr(study_module, "_open_rdb", refuse)
+    path = tmp_path / "s.db"
+    with pytest.raises(SearchError) as caught:
+        study_module._rdb_storage(str(path))
+    message = str(caught.value).lower()
+    assert str(path).lower() in message and "database is locked" in message
+    assert "server" not in message and "driver" not in message
+    with pytest.raises(SearchError, match="server is reachable"):
+        study_module._rdb_storage("postgresql+psycopg2://u@localhost:1/db")
