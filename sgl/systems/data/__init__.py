@@ -1,0 +1,28 @@
+"""Data organisation for LLM training: DataSculpt context-window packing and its baselines.
+
+* :mod:`~sgl.systems.data.corpus` — documents (WikiText-2 sections, text/JSONL folders, chunked reads);
+* :mod:`~sgl.systems.data.embed` — TF-IDF + SVD embeddings, or any encoder;
+* :mod:`~sgl.systems.data.cluster` — faiss spherical k-means and the ISODATA variant;
+* :mod:`~sgl.systems.data.packing` — the :class:`Packing` type, overlong policy, greedy / BFD /
+  concatenation packers, the ICLM similarity chain;
+* :mod:`~sgl.systems.data.datasculpt` — the pipeline (:func:`pack_documents`, :func:`pack_arrays`);
+* :mod:`~sgl.systems.data.stream` — the same pipeline over a corpus larger than memory.
+
+>>> from sgl.systems.data import PackConfig, pack_documents
+>>> r = pack_documents(["a b c"] * 4, PackConfig(window=6, method="bfd"))
+>>> r.metrics["windows"], r.metrics["fill_rate"]
+(2, 1.0)
+"""
+from sgl.systems.data.cluster import assign_clusters, isodata_centroids, kmeans_centroids
+from sgl.systems.data.corpus import (iter_corpus, read_corpus, tokenizer_lengths, whitespace_tokens,
+                                     wikitext2_sections)
+from sgl.systems.data.datasculpt import PACK_METHODS, PackConfig, PackResult, pack_arrays, pack_documents
+from sgl.systems.data.embed import HiddenStateEncoder, TfidfSvdEncoder
+from sgl.systems.data.metrics import packing_metrics
+from sgl.systems.data.packing import OVERLONG_POLICIES, Packing, bfd_assign, concat_segments, greedy_assign
+from sgl.systems.data.stream import pack_stream
+
+__all__ = ["PackConfig", "PackResult", "PACK_METHODS", "pack_documents", "pack_arrays", "pack_stream", "Packing",
+           "OVERLONG_POLICIES", "greedy_assign", "bfd_assign", "concat_segments", "packing_metrics",
+           "TfidfSvdEncoder", "HiddenStateEncoder", "kmeans_centroids", "isodata_centroids", "assign_clusters",
+           "iter_corpus", "read_corpus", "wikitext2_sections", "whitespace_tokens", "tokenizer_lengths"]
