@@ -14,6 +14,8 @@ model the executor trains is the model the cost model describes.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -24,9 +26,14 @@ __all__ = ["TransformerBlock", "TinyLM", "lm_loss"]
 
 
 class TransformerBlock(nn.Module):
-    """Pre-norm decoder layer: causal self-attention and a gated (SwiGLU) or GELU MLP."""
+    """Pre-norm decoder layer: causal self-attention and a gated (SwiGLU) or GELU MLP.
 
-    def __init__(self, cfg: TransformerConfig) -> None:
+    ``ffn`` replaces the dense MLP (e.g. a :class:`sgl.systems.moe.MoELayer`): the block computes
+    ``x + ffn(ln2(x))``, or ``ffn(ln2(x), x)`` when the module sets ``fuses_residual = True``
+    (a layer that moves samples between ranks carries the residual stream with them).
+    """
+
+    def __init__(self, cfg: TransformerConfig, ffn: nn.Module | None = None) -> None:
         super().__init__()
         h, f = cfg.hidden_size, cfg.ffn_hidden_size
         self.head_dim = cfg.head_dim
@@ -36,9 +43,11 @@ class TransformerBlock(nn.Module):
         self.v = nn.Linear(h, h, bias=False)
         self.o = nn.Linear(h, h, bias=False)
         self.ln2 = nn.LayerNorm(h)
-        self.w1 = nn.Linear(h, f, bias=False)
-        self.w3 = nn.Linear(h, f, bias=False) if cfg.gated_mlp else None
-        self.w2 = nn.Linear(f, h, bias=False)
+        self.ffn = ffn
+        if ffn is None:
+            self.w1 = nn.Linear(h, f, bias=False)
+            self.w3 = nn.Linear(h, f, bias=False) if cfg.gated_mlp else None
+            self.w2 = nn.Linear(f, h, bias=False)
         self.checkpoint = False
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -51,6 +60,8 @@ class TransformerBlock(nn.Module):
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.o(a.transpose(1, 2).reshape(b, s, -1))
         y = self.ln2(x)
+        if self.ffn is not None:
+            return self.ffn(y, x) if getattr(self.ffn, "fuses_residual", False) else x + self.ffn(y)
         hidden = F.silu(self.w1(y)) * self.w3(y) if self.w3 is not None else F.gelu(self.w1(y))
         return x + self.w2(hidden)
 
@@ -63,13 +74,19 @@ class TransformerBlock(nn.Module):
 
 
 class TinyLM(nn.Module):
-    """Embedding, ``num_layers`` :class:`TransformerBlock`, final norm and LM head."""
+    """Embedding, ``num_layers`` :class:`TransformerBlock`, final norm and LM head.
 
-    def __init__(self, cfg: TransformerConfig) -> None:
+    ``ffn_factory(layer_index)`` builds each block's FFN (``None`` keeps the dense MLP); e.g.
+    ``TinyLM(cfg, lambda i: MoELayer(moe_cfg))`` is the MoE model.
+    """
+
+    def __init__(self, cfg: TransformerConfig,
+                 ffn_factory: Callable[[int], nn.Module | None] | None = None) -> None:
         super().__init__()
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.num_layers))
+        self.blocks = nn.ModuleList(
+            TransformerBlock(cfg, None if ffn_factory is None else ffn_factory(i)) for i in range(cfg.num_layers))
         self.norm = nn.LayerNorm(cfg.hidden_size)
         self.head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
 

@@ -1,0 +1,75 @@
+"""The typed configuration of one MoE layer (shared by the Python API, the trainer and the CLI)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sgl._checks import check_choice, check_int, check_real
+from sgl.errors import ConfigError
+
+__all__ = ["MoEConfig"]
+
+GATES = ("softmax", "sigmoid")
+ACTIVATIONS = ("swiglu", "gelu")
+
+
+@dataclass(frozen=True)
+class MoEConfig:
+    """A top-k gated expert FFN.
+
+    Args:
+        hidden_size: token width ``h``.
+        ffn_hidden_size: width ``f`` of every expert's MLP.
+        num_experts: ``E``.
+        top_k: experts per token (``1 <= top_k <= num_experts``).
+        gate: ``"softmax"`` (Switch/GShard/Mixtral) or ``"sigmoid"`` (DeepSeek-V3) scores.
+        activation: ``"swiglu"`` (three matrices) or ``"gelu"`` (two) experts.
+        capacity_factor: ``None`` is dropless; else each expert takes at most
+            ``ceil(capacity_factor * T * top_k / E)`` of a forward's ``T`` tokens, later ones dropped.
+        aux_loss_coef: weight of the Switch/GShard balance loss ``E * sum_e f_e * P_e``.
+        bias_update_rate: DeepSeek-V3 aux-loss-free balancing: after each training forward the
+            selection bias moves by ``rate * sign(mean load - load_e)`` (0 disables it).
+        normalize_weights: rescale the top-k gate weights to sum to one.
+        seed: initialisation seed of the router and the experts.
+    """
+
+    hidden_size: int
+    ffn_hidden_size: int
+    num_experts: int = 8
+    top_k: int = 2
+    gate: str = "softmax"
+    activation: str = "swiglu"
+    capacity_factor: float | None = None
+    aux_loss_coef: float = 0.0
+    bias_update_rate: float = 0.0
+    normalize_weights: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_int(self.hidden_size, "MoEConfig.hidden_size", 1)
+        check_int(self.ffn_hidden_size, "MoEConfig.ffn_hidden_size", 1)
+        check_int(self.num_experts, "MoEConfig.num_experts", 1)
+        check_int(self.top_k, "MoEConfig.top_k", 1)
+        if self.top_k > self.num_experts:
+            raise ConfigError(
+                f"MoEConfig.top_k={self.top_k} exceeds num_experts={self.num_experts}; "
+                "a token cannot pick more experts than exist: lower top_k or add experts")
+        check_choice(self.gate, "MoEConfig.gate", GATES)
+        check_choice(self.activation, "MoEConfig.activation", ACTIVATIONS)
+        if self.capacity_factor is not None:
+            check_real(self.capacity_factor, "MoEConfig.capacity_factor (None for dropless)", 0.0,
+                       open_low=True)
+        check_real(self.aux_loss_coef, "MoEConfig.aux_loss_coef", 0.0)
+        check_real(self.bias_update_rate, "MoEConfig.bias_update_rate", 0.0)
+        check_int(self.seed, "MoEConfig.seed")
+
+    def capacity(self, num_tokens: int) -> int | None:
+        """Slots per expert for ``num_tokens`` tokens (``None`` when dropless)."""
+        if self.capacity_factor is None:
+            return None
+        import math
+
+        return max(1, math.ceil(self.capacity_factor * num_tokens * self.top_k / self.num_experts))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

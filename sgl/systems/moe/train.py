@@ -1,0 +1,236 @@
+"""Training the small MoE LM, one process or many: the same loop for every dispatch and placement.
+
+:func:`train_moe_lm` is the per-rank body (run it under ``torchrun`` after ``comm.init()``, or
+through :func:`sgl.comm.spawn`).  Each step takes one *global* batch ``[B, S+1]``; rank ``r`` of
+``W`` starts with rows ``[r*B/W, (r+1)*B/W)``.  The loss is ``sum of token losses / global
+token count + aux / W`` on every rank, so after the gradient all-reduce every rank holds the
+single-process gradient of the global batch.  With NetMoE placement samples change ranks inside
+an MoE layer; the :class:`SampleContext` tracks which global samples a rank holds, and the
+targets are read from the global batch (every rank has it: it is token ids, not activations).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from sgl import comm
+from sgl._checks import check_choice, check_int, check_real
+from sgl.errors import ConfigError
+from sgl.systems.moe.config import MoEConfig
+from sgl.systems.moe.layer import MoELayer, moe_aux_loss, moe_layers, update_expert_bias
+from sgl.systems.parallel.model import TransformerConfig
+from sgl.systems.runtime.tiny_lm import TinyLM
+
+__all__ = ["check_options", "TrainSpec", "SampleContext", "build_moe_lm", "train_moe_lm", "DISPATCHES", "PLACEMENTS", "BALANCERS"]
+
+DISPATCHES = ("local", "ep", "padded", "lsh", "fsep")
+PLACEMENTS = ("none", "netmoe")
+BALANCERS = ("none", "flexmoe", "laer")
+
+
+@dataclass
+class SampleContext:
+    """Global ids of the samples this rank holds right now (NetMoE moves them between ranks)."""
+
+    sample_ids: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
+
+
+@dataclass
+class TrainSpec:
+    """Everything one rank needs to train: shapes, data, dispatch, placement, balancing."""
+
+    model: TransformerConfig
+    moe: MoEConfig
+    batches: torch.Tensor  # [steps, B, S+1] global token batches
+    lr: float = 1e-3
+    optimizer: str = "adamw"
+    dispatch: str = "ep"
+    placement: str = "none"
+    balance: str = "none"
+    ep_size: int | None = None
+    lsh_hashes: int = 6
+    lsh_proj_dim: int | None = None
+    lsh_compensate: bool = True
+    fsep_layouts: list[list[list[int]]] | None = None  # per step: per rank the hosted experts
+    nodes: int = 1
+    netmoe_count_residual: bool = True  # the solver weighs moving a sample's residual stream
+    val_batches: torch.Tensor | None = None
+    record_grads: bool = False
+    record_traces: bool = False
+    seed: int = 0
+    timeout: float | None = None
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        check_options(self.dispatch, self.placement, self.balance)
+        check_choice(self.optimizer, "optimizer", ("sgd", "adamw"))
+        check_real(self.lr, "lr", 0.0, open_low=True)
+        check_int(self.lsh_hashes, "lsh_hashes", 1)
+        if self.batches.dim() != 3 or self.batches.dtype != torch.long:
+            raise ConfigError(f"batches must be a [steps, B, S+1] int64 tensor, got {tuple(self.batches.shape)} "
+                              f"{self.batches.dtype}")
+
+
+def check_options(dispatch: str, placement: str, balance: str) -> None:
+    """The dispatch / placement / balance combination is one this runtime implements."""
+    check_choice(dispatch, "dispatch", DISPATCHES)
+    check_choice(placement, "placement", PLACEMENTS)
+    check_choice(balance, "balance", BALANCERS)
+    if balance != "none" and dispatch != "fsep":
+        raise ConfigError(f"balance={balance!r} re-lays experts out every step, which needs "
+                          "dispatch='fsep'; use --dispatch fsep or --balance none")
+    if placement == "netmoe" and dispatch not in ("ep", "local"):
+        raise ConfigError(f"placement='netmoe' is implemented on the plain EP dispatch, not dispatch={dispatch!r}")
+
+
+def build_moe_lm(cfg: TransformerConfig, moe: MoEConfig, seed: int = 0) -> TinyLM:
+    """A :class:`TinyLM` whose every FFN is a :class:`MoELayer` (layer ``i`` seeded ``moe.seed + i``)."""
+    if moe.hidden_size != cfg.hidden_size:
+        raise ConfigError(f"MoEConfig.hidden_size={moe.hidden_size} differs from the model's "
+                          f"hidden_size={cfg.hidden_size}")
+    torch.manual_seed(seed)
+    return TinyLM(cfg, lambda i: MoELayer(replace(moe, seed=moe.seed + 1000 * i)))
+
+
+def _install(model: nn.Module, spec: TrainSpec, ctx: SampleContext) -> Any:
+    """Shard experts and set every layer's dispatcher for ``spec``; returns the parallel helper."""
+    from sgl.systems.moe.ep import ExpertParallel
+
+    world = comm.get_world_size()
+    if spec.dispatch == "local":
+        if world > 1:
+            raise ConfigError("dispatch='local' runs in one process; use 'ep' with several ranks")
+        return None
+    if spec.dispatch == "fsep":
+        from sgl.systems.moe.fsep import FSEPRuntime
+
+        return FSEPRuntime(model, spec, ctx)
+    ep = ExpertParallel(spec.ep_size, timeout=spec.timeout)
+    ep.shard(model, "padded" if spec.dispatch == "padded" else "ep")
+    if spec.dispatch == "lsh":
+        from sgl.systems.moe.lsh import LSHDispatcher
+
+        for i, layer in enumerate(moe_layers(model)):
+            layer.dispatcher = LSHDispatcher(layer.dispatcher, layer.cfg.hidden_size, spec.lsh_hashes,
+                                             seed=spec.seed + i, compensate=spec.lsh_compensate,
+                                             proj_dim=spec.lsh_proj_dim)
+    if spec.placement == "netmoe":
+        from sgl.systems.moe.netmoe_runtime import NetMoEDispatcher
+
+        if ep.ep_size != world:
+            raise ConfigError("placement='netmoe' needs pure expert parallelism (ep_size = world size)")
+        for layer in moe_layers(model):
+            layer.dispatcher = NetMoEDispatcher(ep, ctx, nodes=spec.nodes,
+                                                count_residual=spec.netmoe_count_residual)
+    return ep
+
+
+def _local_rows(batch_size: int, rank: int, world: int) -> torch.Tensor:
+    if batch_size % world:
+        raise ConfigError(f"global batch {batch_size} is not divisible by {world} ranks")
+    per = batch_size // world
+    return torch.arange(rank * per, (rank + 1) * per)
+
+
+def train_moe_lm(rank: int, world: int, spec: TrainSpec) -> dict[str, Any]:
+    """Train on ``spec.batches``; returns losses (global, every rank equal), timings, grads, traces."""
+    torch.set_num_threads(1)
+    model = build_moe_lm(spec.model, spec.moe, spec.seed)
+    ctx = SampleContext()
+    par = _install(model, spec, ctx)
+    params = list(model.parameters())  # FSEP: the shards, so optimizer state never moves
+    opt = (torch.optim.SGD(params, lr=spec.lr) if spec.optimizer == "sgd"
+           else torch.optim.AdamW(params, lr=spec.lr, weight_decay=0.0))
+    steps = spec.batches.shape[0]
+    out: dict[str, Any] = {"loss": [], "step_time": [], "grads": [], "traces": [], "sent_rows": 0}
+    it = range(steps)
+    if spec.progress and rank == 0:
+        from tqdm import tqdm
+
+        it = tqdm(it, desc=f"moe {spec.dispatch}", unit="step")
+    for step in it:
+        t0 = time.perf_counter()
+        if par is not None and hasattr(par, "begin_step"):
+            par.begin_step(step)
+        batch = spec.batches[step]
+        loss, local_loss = _loss(model, batch, rank, world, ctx)
+        opt.zero_grad(set_to_none=True)
+        (local_loss + moe_aux_loss(model) / world).backward()
+        if par is not None:
+            par.sync_gradients(model)
+        if spec.record_grads:
+            out["grads"].append(_grads(model, par))
+        if spec.record_traces:
+            out["traces"].append(_trace(model, ctx, batch.shape[0], spec.model.seq_length))
+        opt.step()
+        update_expert_bias(model)
+        out["step_time"].append(time.perf_counter() - t0)
+        out["loss"].append(float(loss))
+    out["sent_rows"] = sum(layer.dispatcher.sent_rows for layer in moe_layers(model))
+    out["layout_changes"] = getattr(par, "plans_applied", 0)
+    out["moved_samples"] = sum(getattr(layer.dispatcher, "moved", 0) for layer in moe_layers(model))
+    out["routed_rows"] = sum(getattr(layer.dispatcher, "routed_rows", layer.dispatcher.sent_rows)
+                             for layer in moe_layers(model))
+    if spec.val_batches is not None:
+        out["val_loss"] = evaluate(model, spec.val_batches, rank, world, ctx)
+    return out
+
+
+def _loss(model: nn.Module, batch: torch.Tensor, rank: int, world: int,
+          ctx: SampleContext) -> tuple[float, torch.Tensor]:
+    rows = _local_rows(batch.shape[0], rank, world)
+    ctx.sample_ids = rows.clone()
+    logits = model(batch[rows, :-1])
+    targets = batch[ctx.sample_ids, 1:]  # NetMoE may have moved samples: read theirs
+    total = targets.numel() * world
+    local = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum") / total
+    glob = comm.all_reduce(local.detach().clone())
+    return float(glob), local
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, batches: torch.Tensor, rank: int, world: int, ctx: SampleContext) -> float:
+    """Mean next-token loss over ``batches`` ``[n, B, S+1]`` (global, equal on every rank)."""
+    was = model.training
+    model.eval()
+    losses = [_loss(model, b, rank, world, ctx)[0] for b in batches]
+    model.train(was)
+    return sum(losses) / max(1, len(losses))
+
+
+def _grads(model: nn.Module, par: Any) -> dict[str, torch.Tensor]:
+    """Gradients by name; expert gradients as full ``[E, ...]`` tensors (gathered over EP)."""
+    if par is not None and hasattr(par, "full_grads"):
+        return par.full_grads(model)
+    out = {}
+    for name, p in model.named_parameters():
+        if p.grad is None:
+            continue
+        g = p.grad.detach().clone()
+        if getattr(p, "sgl_expert", False) and par is not None and par.ep_size > 1:
+            g = torch.cat(comm.all_gather(g, group=par.ep_group))
+        out[name] = g
+    return out
+
+
+def _trace(model: nn.Module, ctx: SampleContext, batch_size: int, seq: int) -> torch.Tensor:
+    """``[layers, B, E]`` per-sample expert pair counts of the last forward, in global sample order."""
+    per_layer = []
+    for layer in moe_layers(model):
+        a, (b, s) = layer.last_assignment, layer.last_tokens
+        e = layer.cfg.num_experts
+        sample = a.token // s
+        local = torch.bincount(sample * e + a.expert, minlength=b * e).view(b, e)
+        ids = getattr(layer.dispatcher, "input_sample_ids", None)
+        ids = ctx.sample_ids if ids is None else ids
+        counts = torch.cat(comm.all_gather(local))
+        order = torch.cat(comm.all_gather(ids))
+        full = torch.zeros(batch_size, e, dtype=torch.long)
+        full[order] = counts
+        per_layer.append(full)
+    return torch.stack(per_layer)
