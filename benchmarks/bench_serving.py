@@ -1,0 +1,172 @@
+"""sgl.systems.serving in one run: KV selection, Student Parallelism, LoRA-Inlaid, the serving MILP.
+
+    SGL_TEST_DATA=../shared/datasets python benchmarks/bench_serving.py --root ../shared/datasets
+    python benchmarks/bench_serving.py --root ../shared/datasets --quick      # minutes, smaller models
+
+Prints ratios measured in this one run. Latencies are wall-clock on this machine (labelled
+"CPU calibration"): rerun on a quiet machine before quoting them. MILP figures are modelled
+(roofline tables from GPU datasheets), not measured.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from sgl.systems.serving.hetero import best_homogeneous, cheapest_feasible_budget, plan_min_cost, plan_serving
+from sgl.systems.serving.hetero.tables import GPUSpec, ModelSpec, roofline_problem
+from sgl.systems.serving.kv import METHODS, KVBenchConfig, run_kv_bench
+from sgl.systems.serving.lm import TinyLlamaSpec
+from sgl.systems.serving.lora import LoRABenchConfig, run_lora_bench
+from sgl.systems.serving.students import StudentsConfig, run_students
+
+#: datasheet figures (memory GB, HBM GB/s, dense bf16 TFLOP/s) and indicative on-demand $/h
+GPUS = [GPUSpec("L4", 24, 300, 121, 0.80, 8), GPUSpec("A10G", 24, 600, 70, 1.01, 8),
+        GPUSpec("A100", 80, 2039, 312, 3.67, 8), GPUSpec("H100", 80, 3350, 989, 7.50, 8)]
+#: Llama-2-7B-like / 13B-like decoders: KV bytes/token = 2 (K,V) * layers * kv_heads * head_dim * 2 bytes
+MODELS = [ModelSpec("llama-7b", 6.7, 2 * 32 * 32 * 128 * 2), ModelSpec("llama-13b", 13.0, 2 * 40 * 40 * 128 * 2)]
+#: workload types: (input tokens, output tokens, requests in the hour)
+WORKLOADS = {"chat": (256, 256, 40000), "summarise": (2048, 128, 8000), "generate": (128, 1024, 4000)}
+
+
+def kv_section(args, spec, out):
+    cfg = KVBenchConfig(args.root, methods=METHODS, budgets=(0.05, 0.1, 0.2), context=args.context,
+                        steps=args.decode_steps, contexts=args.contexts, train_steps=args.train_steps,
+                        # trained on windows as long as prompt + decode: every position RoPE sees is in range
+                        train_seq_len=args.context + args.decode_steps, train_batch=1, spec=spec,
+                        cache_dir=args.cache_dir)
+    res = run_kv_bench(cfg)
+    out["kv"] = res
+    print(f"\n## KV selection: tiny Llama ({spec.layers} layers, {spec.heads} q / {spec.kv_heads} kv heads, "
+          f"{args.train_steps} steps of {args.context + args.decode_steps} tokens on WikiText-2), "
+          f"{args.contexts} contexts of {args.context} tokens, "
+          f"{args.decode_steps} teacher-forced decode steps; full-attention ppl {res['ppl_full']:.1f}")
+    print(f"{'budget':>6} {'method':>9} {'recall@k':>8} {'mass':>6} {'out err':>8} {'agree':>6} "
+          f"{'ppl/full':>8} {'step ms (CPU calib.)':>20}")
+    for r in res["rows"]:
+        print(f"{r['budget']:>6.2f} {r['method']:>9} {r['recall']:>8.3f} {r['mass']:>6.3f} {r['output_error']:>8.4f} "
+              f"{r['agreement']:>6.3f} {r['ppl'] / r['ppl_full']:>8.4f} {r['step_ms']:>20.2f}"
+              + (f"  LFU hit rate {r['lfu_hit_rate']:.3f}" if "lfu_hit_rate" in r else ""))
+    print(f"full attention decode step: {res['full_step_ms']:.2f} ms (CPU calibration)")
+    at10 = [r for r in res["rows"] if r["budget"] == 0.1]
+    best = min(at10, key=lambda r: r["output_error"])
+    pq = next(r for r in at10 if r["method"] == "pqcache")
+    others = [r["output_error"] for r in at10 if r["method"] not in ("pqcache", "exact")]
+    print(f"at 10 %: lowest output error = {best['method']} ({best['output_error']:.4f}); pqcache "
+          f"{pq['output_error']:.4f} = {pq['output_error'] / min(others):.3f}x the best non-oracle baseline")
+
+
+def students_section(args, out):
+    cfg = StudentsConfig(args.root, num_students=4, teacher_layers=6, student_layers=1, hidden=128,
+                         train_sentences=args.sst2_sentences, teacher_steps=args.teacher_steps,
+                         student_steps=args.student_steps, cache_dir=args.cache_dir, requests=400)
+    res = run_students(cfg)
+    out["students"] = res
+    acc_t, acc_s = res["teacher_accuracy"], res["students_accuracy"]
+    lat = res["latency_ms_batch1"]
+    print(f"\n## Student Parallelism: 6-layer teacher vs 4 one-layer students (SST-2 dev)")
+    print(f"teacher accuracy {100 * acc_t:.1f} %; students k=1..4: "
+          + ", ".join(f"{100 * a:.1f} %" for a in acc_s.values())
+          + f"; loss at k=4: {100 * (acc_t - acc_s[max(acc_s)]):.1f} points")
+    print(f"batch-1 latency (CPU calibration): teacher {lat['teacher']:.2f} ms, students {lat['students']:.2f} ms "
+          f"-> {lat['teacher'] / lat['students']:.2f}x lower")
+    b = res["burst"]
+    for name, r in b.items():
+        print(f"burst {name:>17}: mean {r['mean_ms']:8.1f} ms, p99 {r['p99_ms']:8.1f} ms, {r['throughput']:7.1f} req/s, "
+              f"accuracy {100 * r['accuracy']:.1f} %, students used {r['mean_active']:.2f}")
+    print(f"burst mean latency teacher / students+pruning: {b['teacher']['mean_ms'] / b['students+pruning']['mean_ms']:.2f}x")
+
+
+def lora_section(args, spec, out):
+    cfg = LoRABenchConfig(args.root, spec=spec, train_steps=args.train_steps, train_seq_len=args.train_seq_len,
+                          train_batch=4, adapter_steps=args.adapter_steps, cache_dir=args.cache_dir)
+    res = run_lora_bench(cfg)
+    out["lora"] = res
+    print("\n## LoRA-Inlaid: 3 tasks (WikiText-2, SST-2 positive, SST-2 negative), 4-bit group-32 GPTQ base")
+    acc = res["accuracy"]
+    print(f"{'task':>9} " + " ".join(f"{k:>14}" for k in acc))
+    for t in acc["float"]:
+        print(f"{t:>9} " + " ".join(f"{100 * acc[k][t]:>13.2f}%" for k in acc))
+    m = res["memory_bytes"]
+    print(f"memory: one shared quantized base {m['shared_quantized'] / 1e6:.3f} MB vs one per task "
+          f"{m['per_task_quantized'] / 1e6:.3f} MB ({m['per_task_quantized'] / m['shared_quantized']:.1f}x); "
+          f"fp16 base {m['float16_base'] / 1e6:.3f} MB")
+    kl = res["kl_vs_float"]
+    print("mean per-token KL(float || quantized) on held-out blocks: " + "; ".join(
+        f"{k}: " + ", ".join(f"{t} {v:.4f}" for t, v in d.items()) for k, d in kl.items()))
+    s = res["scheduler"]
+    print(f"scheduler costs measured here: {json.dumps({k: round(v, 6) for k, v in s['costs'].items()})}")
+    for rate, runs in s.items():
+        if rate == "costs":
+            continue
+        for p in ("fcfs", "inlaid"):
+            r = runs[p]
+            print(f"{rate:>9} {p:>7}: {r['throughput']:.2f} req/s, SLO attainment {100 * r['slo_attainment']:.1f} %, "
+                  f"mean {r['mean_latency_s']:.2f} s, {r['switches']} switches")
+        print(f"{rate:>9} inlaid / fcfs throughput {runs['inlaid']['throughput'] / runs['fcfs']['throughput']:.2f}x")
+
+
+def milp_section(out):
+    print("\n## Serving MILP (modelled roofline tables from GPU datasheets; not measured)")
+    out["milp"] = {}
+    for model in MODELS:
+        prob = roofline_problem(GPUS, model, WORKLOADS)
+        floor = cheapest_feasible_budget(prob)
+        for budget in (30.0, 60.0):
+            mixed = plan_serving(prob, budget)
+            gpu, homo = best_homogeneous(prob, budget)
+            out["milp"][f"{model.name}@{budget:g}$/h"] = {"mixed": mixed.to_dict(), "homogeneous_gpu": gpu,
+                                                          "homogeneous": homo.to_dict()}
+            print(f"{model.name:>9} budget {budget:4.0f} $/h: mixed {mixed.replicas} makespan {mixed.makespan_s:6.0f} s"
+                  f" | best homogeneous ({gpu}) {homo.makespan_s:6.0f} s -> throughput "
+                  f"{homo.makespan_s / mixed.makespan_s:.3f}x")
+        for hours in (1.0, 0.25):
+            T = 3600.0 * hours
+            mixed = plan_min_cost(prob, T)
+            gpu, homo = best_homogeneous(prob, makespan_s=T)
+            out["milp"][f"{model.name}@{T:g}s"] = {"mixed": mixed.to_dict(), "homogeneous_gpu": gpu,
+                                                   "homogeneous": homo.to_dict()}
+            print(f"{model.name:>9} within {T:5.0f} s: mixed {mixed.replicas} ${1e3 * mixed.cost_per_request:.4f}/1k req"
+                  f" | best homogeneous ({gpu}) ${1e3 * homo.cost_per_request:.4f}/1k req -> cost per request "
+                  f"{mixed.cost_per_request / homo.cost_per_request:.3f}x")
+        print(f"{model.name:>9} cheapest feasible budget {floor:.2f} $/h")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--root", required=True)
+    p.add_argument("--quick", action="store_true", help="small models and contexts (a smoke run)")
+    p.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "sgl-serving"))
+    p.add_argument("--only", nargs="+", choices=("kv", "students", "lora", "milp"),
+                   default=("kv", "students", "lora", "milp"))
+    p.add_argument("--json", help="also write every figure to this JSON file")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    if args.quick:
+        spec = TinyLlamaSpec(vocab_size=1024, hidden_size=64, layers=2, heads=4, kv_heads=2, intermediate_size=128)
+        args.context, args.decode_steps, args.contexts, args.train_steps, args.train_seq_len = 512, 12, 1, 60, 128
+        args.sst2_sentences, args.teacher_steps, args.student_steps, args.adapter_steps = 3000, 60, 40, 20
+    else:
+        spec = TinyLlamaSpec(vocab_size=2048, hidden_size=128, layers=2, heads=4, kv_heads=2, intermediate_size=256)
+        args.context, args.decode_steps, args.contexts, args.train_steps, args.train_seq_len = 2048, 32, 2, 250, 512
+        args.sst2_sentences, args.teacher_steps, args.student_steps, args.adapter_steps = 10000, 300, 200, 100
+    out = {}
+    started = time.perf_counter()
+    for name in args.only:
+        t0 = time.perf_counter()
+        {"kv": lambda: kv_section(args, spec, out), "students": lambda: students_section(args, out),
+         "lora": lambda: lora_section(args, spec, out), "milp": lambda: milp_section(out)}[name]()
+        print(f"[{name}: {time.perf_counter() - t0:.0f} s]", flush=True)
+    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

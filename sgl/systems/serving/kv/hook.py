@@ -1,0 +1,179 @@
+"""Sparse KV attention inside a Hugging Face decoder, so ``model.generate()`` runs with a selector.
+
+The hook is a registered ``transformers`` attention function (``attn_implementation="sgl_kv"``):
+the model's own cache (``DynamicCache``) keeps every key and value, and the hook decides what
+each decode step reads. At prefill it runs exact (eager) attention and hands the prompt's
+queries, keys and attention probabilities to the selector (PQ codebooks, H2O scores, SnapKV
+votes); at a decode step (one query) it attends only the tokens the selector's mask keeps:
+
+    o = softmax(q K_S^T / √d + mask_S) V_S,   S = selector(q, K)  (shared by a KV group).
+
+With a full budget ``S`` is every token, the gathered ``K_S = K`` and the output is the eager
+output bit for bit. :class:`KVMetrics`, when given, also computes exact attention each step and
+records recall@k against exact top-k, the attention mass ``S`` covers and the output error.
+
+>>> import torch
+>>> from transformers import LlamaConfig, LlamaForCausalLM
+>>> from sgl.systems.serving.kv import make_selector
+>>> torch.manual_seed(0) and None
+>>> cfg = LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+...                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+>>> model = LlamaForCausalLM(cfg).eval()
+>>> ids = torch.randint(3, 50, (1, 40))
+>>> plain = model.generate(ids, max_new_tokens=5, do_sample=False, pad_token_id=0)
+>>> with kv_selection(model, make_selector("pqcache", budget=1.0, bits=3)):
+...     same = model.generate(ids, max_new_tokens=5, do_sample=False, pad_token_id=0)
+>>> torch.equal(plain, same)
+True
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Iterator, List, Optional
+
+import torch
+
+from sgl.errors import ConfigError
+from sgl.systems.serving.kv.selectors import KVSelector, group_softmax_scores
+
+__all__ = ["kv_selection", "sparse_decode_attention", "KVMetrics", "ATTN_NAME"]
+
+#: the name the hook is registered under in ``transformers``' attention interfaces
+ATTN_NAME = "sgl_kv"
+
+
+@dataclass
+class KVMetrics:
+    """Per-step quality of the selection against exact attention on the same q, K, V (means)."""
+
+    recall: List[float] = field(default_factory=list)
+    mass: List[float] = field(default_factory=list)
+    output_error: List[float] = field(default_factory=list)
+    attended: List[float] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        mean = lambda xs: float(sum(xs) / len(xs)) if xs else float("nan")  # noqa: E731
+        return {"recall": mean(self.recall), "mass": mean(self.mass), "output_error": mean(self.output_error),
+                "attended_fraction": mean(self.attended), "steps": len(self.mass)}
+
+
+def _repeat(x: torch.Tensor, groups: int) -> torch.Tensor:
+    return x if groups == 1 else x.repeat_interleave(groups, dim=1)
+
+
+def _eager(query, key, value, attention_mask, scaling, groups):
+    k, v = _repeat(key, groups), _repeat(value, groups)
+    weights = torch.matmul(query, k.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        weights = weights + attention_mask[:, :, :, : k.shape[-2]]
+    weights = torch.softmax(weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    return torch.matmul(weights, v), weights
+
+
+def sparse_decode_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,
+                            scaling: float, attention_mask: Optional[torch.Tensor] = None):
+    """Attention of one decode query ``[B, Hq, 1, d]`` over the tokens ``mask [B, Hkv, T]`` keeps.
+
+    Returns ``(output [B, Hq, 1, d], probs [B, Hq, 1, n], index [B, Hkv, n], valid [B, Hkv, n])``
+    with ``n`` the largest kept count (rows with fewer kept tokens are padded and masked out).
+    """
+    b, hkv, t = mask.shape
+    groups = query.shape[1] // hkv
+    counts = mask.sum(-1)
+    n = int(counts.max())
+    index = torch.argsort((~mask).to(torch.int8), dim=-1, stable=True)[..., :n]   # kept ids, ascending
+    valid = torch.arange(n, device=mask.device) < counts.unsqueeze(-1)
+    d = key.shape[-1]
+    k = key.gather(2, index.unsqueeze(-1).expand(b, hkv, n, d))
+    v = value.gather(2, index.unsqueeze(-1).expand(b, hkv, n, value.shape[-1]))
+    logits = torch.matmul(query, _repeat(k, groups).transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        cols = attention_mask[:, 0, -1, :t].expand(b, hkv, t).gather(-1, index)
+        logits = logits + _repeat(cols, groups).unsqueeze(2)
+    if not bool(valid.all()):
+        logits = logits.masked_fill(~_repeat(valid, groups).unsqueeze(2), float("-inf"))
+    probs = torch.softmax(logits, dim=-1, dtype=torch.float32).to(query.dtype)
+    return torch.matmul(probs, _repeat(v, groups)), probs, index, valid
+
+
+def _record(metrics: KVMetrics, selector: KVSelector, query, key, value, attention_mask, scaling, mask, out):
+    groups = query.shape[1] // key.shape[1]
+    exact, probs = _eager(query, key, value, attention_mask, scaling, groups)
+    keep = _repeat(mask, groups).unsqueeze(2).to(probs.dtype)                  # [B, Hq, 1, T]
+    metrics.mass.append(float((probs * keep).sum(-1).mean()))
+    err = (out - exact).flatten(2).norm(dim=-1) / exact.flatten(2).norm(dim=-1).clamp_min(1e-12)
+    metrics.output_error.append(float(err.mean()))
+    metrics.attended.append(float(mask.float().mean()))
+    t = key.shape[2]
+    sink, recent, topk = selector.budget.split(t)
+    if 0 < topk < t - recent - sink:
+        b, hkv = key.shape[:2]
+        logits = torch.einsum("bhgd,bhtd->bhgt", query.reshape(b, hkv, groups, -1).float(),
+                              key[:, :, sink:t - recent].float())
+        truth = group_softmax_scores(logits * scaling).topk(topk, dim=-1).indices
+        metrics.recall.append(float(mask[..., sink:t - recent].gather(-1, truth).float().mean()))
+
+
+def _attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    hook = getattr(module, "_sgl_kv_hook", None)
+    groups = query.shape[1] // key.shape[1]
+    if hook is None or query.shape[2] > 1:
+        out, weights = _eager(query, key, value, attention_mask, scaling, groups)
+        if hook is not None and key.shape[2] == query.shape[2]:     # a fresh prompt: the selector sees it
+            hook.selector.prefill(module.layer_idx, query, key, weights)
+        return out.transpose(1, 2).contiguous(), weights
+    selector, metrics = hook.selector, hook.metrics
+    mask = selector.select(module.layer_idx, query, key)
+    out, probs, index, valid = sparse_decode_attention(query, key, value, mask, scaling, attention_mask)
+    b, hkv, n = index.shape
+    grouped = probs.reshape(b, hkv, groups, n).float().sum(2) * valid
+    selector.observe(module.layer_idx, mask, torch.zeros(b, hkv, key.shape[2]).scatter_add_(-1, index, grouped))
+    if metrics is not None:
+        _record(metrics, selector, query, key, value, attention_mask, scaling, mask, out)
+    return out.transpose(1, 2).contiguous(), None
+
+
+@dataclass
+class _Hook:
+    selector: KVSelector
+    metrics: Optional[KVMetrics]
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+
+    AttentionInterface.register(ATTN_NAME, _attention)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(ATTN_NAME, eager_mask)
+
+
+def _attention_modules(model) -> list:
+    mods = [m for m in model.modules() if hasattr(m, "layer_idx") and hasattr(m, "num_key_value_groups")]
+    if not mods:
+        raise ConfigError(f"{type(model).__name__} has no decoder attention layers (layer_idx, "
+                          f"num_key_value_groups): kv_selection supports Llama/Mistral-style decoders")
+    return mods
+
+
+@contextlib.contextmanager
+def kv_selection(model, selector: KVSelector, metrics: Optional[KVMetrics] = None) -> Iterator[KVSelector]:
+    """Run ``model`` (forward or ``generate()``) with ``selector`` choosing each decode step's KV.
+
+    The selector is reset on entry; the model's attention implementation is restored on exit.
+    """
+    if not isinstance(selector, KVSelector):
+        raise ConfigError(f"selector must be a KVSelector (see make_selector), got {type(selector).__name__}")
+    _register()
+    modules = _attention_modules(model)
+    previous = model.config._attn_implementation
+    selector.reset()
+    for m in modules:
+        m._sgl_kv_hook = _Hook(selector, metrics)
+    model.set_attn_implementation(ATTN_NAME)
+    try:
+        yield selector
+    finally:
+        model.set_attn_implementation(previous)
+        for m in modules:
+            del m._sgl_kv_hook

@@ -1,0 +1,112 @@
+"""The KV-selection benchmark: every method at several budgets on long WikiText-2 contexts.
+
+A tiny Llama is trained on WikiText-2 train (cached); contexts are windows of the test split's
+token stream (articles joined), ``context`` tokens of prompt followed by ``steps`` decoded
+tokens. For every (method, budget) the rows hold the means over contexts of
+:func:`~sgl.systems.serving.kv.evaluate.evaluate_selection`, plus the decode-step latency of
+full attention on the same contexts (a CPU calibration, not a GPU figure).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import torch
+
+from sgl._checks import check_int
+from sgl.systems.serving.kv.budget import check_budget
+from sgl.systems.serving.kv.evaluate import evaluate_selection, full_logits
+from sgl.systems.serving.kv.pq import check_subvectors
+from sgl.systems.serving.kv.selectors import METHODS, make_selector
+from sgl.systems.serving.lm import TinyLlamaSpec, train_tiny_llama
+
+__all__ = ["KVBenchConfig", "run_kv_bench"]
+
+
+@dataclass
+class KVBenchConfig:
+    """Settings of :func:`run_kv_bench` (the CLI's ``sgl serve bench`` flags)."""
+
+    root: Union[str, Path]
+    methods: Sequence[str] = METHODS
+    budgets: Sequence[float] = (0.05, 0.1, 0.2)
+    context: int = 2048
+    steps: int = 32
+    contexts: int = 2
+    train_steps: int = 300
+    train_seq_len: int = 512
+    train_batch: int = 8
+    documents: Optional[int] = None
+    spec: TinyLlamaSpec = field(default_factory=TinyLlamaSpec)
+    num_subvectors: int = 2
+    bits: int = 6
+    sink: int = 4
+    cache_blocks: int = 16
+    cache_dir: Optional[Union[str, Path]] = None
+    seed: int = 0
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        self.methods = [make_selector(m).name for m in self.methods]   # validates the names
+        self.budgets = [check_budget(b) for b in self.budgets]
+        for name in ("context", "steps", "contexts", "train_steps", "train_seq_len", "train_batch"):
+            check_int(getattr(self, name), name, minimum=2 if name in ("context", "steps") else 1)
+        make_selector("pqcache", 0.1, num_subvectors=self.num_subvectors, bits=self.bits)
+        check_subvectors(self.num_subvectors, self.spec.hidden_size // self.spec.heads)
+
+
+def _options(method: str, cfg: KVBenchConfig) -> Dict[str, Any]:
+    opts: Dict[str, Any] = {"sink": cfg.sink}
+    if method == "pqcache":
+        opts.update(num_subvectors=cfg.num_subvectors, bits=cfg.bits, cache_blocks=cfg.cache_blocks)
+    if method == "random":
+        opts.update(seed=cfg.seed)
+    return opts
+
+
+def run_kv_bench(cfg: KVBenchConfig) -> Dict[str, Any]:
+    """``{"rows": [...], "full_step_ms": ..., "model": {...}}`` (see the module docstring)."""
+    from sgl.systems.text import encode_corpus, wikitext2_documents
+
+    model, tok = train_tiny_llama(cfg.root, spec=cfg.spec, steps=cfg.train_steps, seq_len=cfg.train_seq_len,
+                                  batch_size=cfg.train_batch, documents=cfg.documents, seed=cfg.seed,
+                                  cache_dir=cfg.cache_dir, progress=cfg.progress)
+    span = cfg.context + cfg.steps
+    docs, parts, have = wikitext2_documents(cfg.root, "test"), [], 0
+    for start in range(0, len(docs), 8):          # encode only as much of the test split as needed
+        parts.append(encode_corpus(tok, docs[start:start + 8]))
+        have += parts[-1].numel()
+        if have >= span * cfg.contexts:
+            break
+    stream = torch.cat(parts)
+    if stream.numel() < span * cfg.contexts:
+        from sgl.errors import ConfigError
+        raise ConfigError(f"WikiText-2 test has {stream.numel()} tokens, fewer than contexts*(context+steps) = "
+                          f"{span * cfg.contexts}")
+    windows = [stream[i * span:(i + 1) * span] for i in range(cfg.contexts)]
+    refs = [full_logits(model, w) for w in windows]
+    full = [evaluate_selection(model, w, cfg.context, None, cfg.steps, r) for w, r in zip(windows, refs)]
+    rows: List[Dict[str, Any]] = []
+    jobs = [(m, b) for b in cfg.budgets for m in cfg.methods]
+    if cfg.progress:
+        from tqdm import tqdm
+        jobs = tqdm(jobs, desc="kv methods", leave=False)
+    for method, budget in jobs:
+        res, hits = [], []
+        for w, r in zip(windows, refs):
+            sel = make_selector(method, budget, **_options(method, cfg))
+            res.append(evaluate_selection(model, w, cfg.context, sel, cfg.steps, r))
+            if method == "pqcache" and cfg.cache_blocks:
+                hits.append(sel.cache.hit_rate)
+        row = {"method": method, "budget": budget}
+        for key in res[0]:
+            row[key] = float(sum(r[key] for r in res) / len(res))
+        if hits:   # share of retrieved 16-token blocks already in the LFU block cache
+            row["lfu_hit_rate"] = float(sum(hits) / len(hits))
+        rows.append(row)
+    return {"rows": rows, "full_step_ms": sum(f["step_ms"] for f in full) / len(full),
+            "ppl_full": sum(f["ppl_full"] for f in full) / len(full),
+            "model": {"layers": cfg.spec.layers, "heads": cfg.spec.heads, "kv_heads": cfg.spec.kv_heads,
+                      "hidden": cfg.spec.hidden_size, "train_steps": cfg.train_steps, "context": cfg.context,
+                      "steps": cfg.steps, "contexts": cfg.contexts}}

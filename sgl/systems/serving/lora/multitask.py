@@ -1,0 +1,133 @@
+"""LoRA-Inlaid's multi-task quantization: one GPTQ base calibrated on every task's data.
+
+Each linear layer of the base model gets one GPTQ quantization under the *multi-task* Hessian
+
+    H = (1/|T|) Σ_t H_t,    H_t = X_t X_t^T / n_t,
+
+where ``X_t`` are the layer's inputs on task ``t``'s calibration text *with task t's LoRA
+adapter active* (so the base is fitted to the activations every adapter produces). One
+quantized base then serves all adapters. Adding a task needs a calibration pass over the new
+task only: the ``H_t`` of the old tasks are kept, the sum is updated and every layer is
+re-quantized from the float weights (:meth:`MultiTaskQuantizer.add_task` + :meth:`quantize`).
+Embeddings and the output head stay in floating point.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import torch
+
+from sgl._checks import check_choice, check_int
+from sgl.errors import ConfigError
+from sgl.systems.serving.lora.gptq import gptq, quantized_bytes, rtn
+
+__all__ = ["MultiTaskQuantizer", "quantizable_linears"]
+
+
+def quantizable_linears(model: torch.nn.Module, skip: Sequence[str] = ("lm_head",)) -> Dict[str, torch.nn.Linear]:
+    """The base model's ``nn.Linear`` layers (LoRA factors and ``skip``-named ones left out)."""
+    out = {name: m for name, m in model.named_modules()
+           if isinstance(m, torch.nn.Linear) and "lora_" not in name and not any(s in name for s in skip)}
+    if not out:
+        raise ConfigError(f"{type(model).__name__} has no linear layers to quantize")
+    return out
+
+
+class MultiTaskQuantizer:
+    """Collect per-task Hessians of every base linear layer and quantize with their mean.
+
+    Args:
+        model: a ``transformers`` model or a ``peft.PeftModel`` with one adapter per task.
+        bits, group_size: the GPTQ grid (``group_size`` must divide each layer's input width).
+    """
+
+    def __init__(self, model: torch.nn.Module, bits: int = 4, group_size: int = 32, damp: float = 0.01):
+        self.model = model
+        self.bits = check_int(bits, "bits", 2, 8)
+        self.group_size = check_int(group_size, "group_size", minimum=1)
+        self.damp = damp
+        self.layers = quantizable_linears(model)
+        for name, lin in self.layers.items():
+            if lin.in_features % self.group_size:
+                raise ConfigError(f"group_size={group_size} does not divide the {lin.in_features} inputs of {name}")
+        self.float_weights = {n: m.weight.detach().clone() for n, m in self.layers.items()}
+        self.hessians: Dict[str, Dict[str, torch.Tensor]] = {}
+
+    @property
+    def tasks(self) -> List[str]:
+        return list(self.hessians)
+
+    @torch.no_grad()
+    def add_task(self, task: str, batches: Iterable[torch.Tensor], adapter: Optional[str] = None) -> None:
+        """Calibrate on ``batches`` of input ids ``[B, L]`` of ``task`` (with ``adapter`` active).
+
+        The float weights are put back for the pass, so a task added after :meth:`quantize`
+        sees the same base the earlier tasks saw.
+        """
+        if task in self.hessians:
+            raise ConfigError(f"task {task!r} is already calibrated; tasks: {self.tasks}")
+        self.restore()
+        if adapter is not None:
+            if not hasattr(self.model, "set_adapter"):
+                raise ConfigError("adapter given but the model is not a peft model with adapters")
+            self.model.set_adapter(adapter)
+        sums = {n: torch.zeros(m.in_features, m.in_features, dtype=torch.float64) for n, m in self.layers.items()}
+        counts = {n: 0 for n in self.layers}
+
+        def hook(name):
+            def fn(module, inputs, output):
+                x = inputs[0].detach().reshape(-1, inputs[0].shape[-1]).double()
+                sums[name] += x.T @ x
+                counts[name] += x.shape[0]
+            return fn
+
+        handles = [m.register_forward_hook(hook(n)) for n, m in self.layers.items()]
+        try:
+            seen = 0
+            for ids in batches:
+                self.model(input_ids=ids)
+                seen += 1
+        finally:
+            for h in handles:
+                h.remove()
+        if not seen:
+            raise ConfigError(f"task {task!r}: no calibration batches given")
+        self.hessians[task] = {n: (sums[n] / max(counts[n], 1)).float() for n in self.layers}
+
+    def hessian(self, tasks: Optional[Sequence[str]] = None) -> Dict[str, torch.Tensor]:
+        """Per layer, the mean Hessian over ``tasks`` (default: every calibrated task)."""
+        tasks = list(self.hessians) if tasks is None else list(tasks)
+        if not tasks:
+            raise ConfigError("no task is calibrated yet: call add_task first")
+        for t in tasks:
+            check_choice(t, "task", list(self.hessians))
+        return {n: sum(self.hessians[t][n] for t in tasks) / len(tasks) for n in self.layers}
+
+    @torch.no_grad()
+    def quantize(self, tasks: Optional[Sequence[str]] = None, method: str = "gptq") -> None:
+        """Replace every base weight by its quantized value (``gptq`` with the tasks' Hessian, or ``rtn``)."""
+        method = check_choice(method, "method", ("gptq", "rtn"))
+        hs = self.hessian(tasks) if method == "gptq" else None
+        for n, m in self.layers.items():
+            w = self.float_weights[n]
+            q = (gptq(w, hs[n], self.bits, self.group_size, damp=self.damp) if method == "gptq"
+                 else rtn(w, self.bits, self.group_size))
+            m.weight.copy_(q)
+
+    @torch.no_grad()
+    def restore(self) -> None:
+        """Put the float weights back."""
+        for n, m in self.layers.items():
+            m.weight.copy_(self.float_weights[n])
+
+    def memory_bytes(self) -> Tuple[int, int]:
+        """``(quantized, float)`` bytes of the base model (float = the fp16 copy of the same weights)."""
+        quant = fp16 = 0
+        seen = {id(m.weight) for m in self.layers.values()}
+        for n, m in self.layers.items():
+            rows, cols = m.weight.shape
+            quant += quantized_bytes(m.weight.numel(), rows, cols, self.bits, self.group_size)
+            fp16 += 2 * m.weight.numel()
+        rest = sum(2 * p.numel() for name, p in self.model.named_parameters()
+                   if id(p) not in seen and "lora_" not in name)
+        return quant + rest, fp16 + rest
