@@ -10,8 +10,15 @@ Stable building blocks (reused by other planners):
   :class:`SeqCostModel`, the presets :func:`flexsp_cost_model` and :func:`hydraulis_pool`.
 
 Planners: :class:`FlexSPPlanner` (blaster + bucketing + MILP, homogeneous baselines),
-:class:`HydraulisPlanner` (replica DP, stage-1 dispatch, stage-2 packing ILP); both return a
-:class:`StepPlan` (``validate``, ``to_dict``, ``device_load``).
+:class:`HydraulisPlanner` (replica DP, stage-1 dispatch, stage-2 packing ILP),
+:class:`DynamicMeshPlanner` (per-micro-batch DP×CP groupings with regrouping cost) -- all return a
+:class:`StepPlan` (``validate``, ``to_dict``, ``device_load``) -- :class:`SwitchingPlanner`
+(one strategy per step, switching cost, Viterbi) and :class:`MalleusPlanner` (straggler-aware
+TP grouping, pipeline layouts, layer / micro-batch ILPs, re-planning with migration volume).
+
+Runtime on :mod:`sgl.comm` (correctness, CPU/gloo): :func:`ulysses_attention`, :func:`ring_attention`,
+packed varlen masks (:func:`cu_seqlens`, :func:`varlen_attention`) and
+:func:`sequence_parallel_block` for the small Transformer's layer.
 
 >>> from sgl.systems.seq import GlobalBatchSampler, flexsp_cost_model
 >>> batch = GlobalBatchSampler([512, 1024, 30000], batch_size=8, seed=0).batches(1)[0]
@@ -19,14 +26,37 @@ Planners: :class:`FlexSPPlanner` (blaster + bucketing + MILP, homogeneous baseli
 >>> [p.label for p in pool][:2]
 ['tp1-pp1-sp2-z3', 'tp1-pp1-sp4-z3']
 """
+from sgl.systems.seq.calibrate import calibrate_cost_model
+from sgl.systems.seq.compare import Comparison, compare
 from sgl.systems.seq.cost import (FLEXSP_ALLTOALL_GBPS, SeqCostModel, SeqHardware, SeqModelSpec, SeqStrategy,
                                   StrategyCost, flexsp_cost_model, hydraulis_pool, longest_supported)
 from sgl.systems.seq.flexsp import FlexSPPlanner, check_fits
 from sgl.systems.seq.hydraulis import HydraulisPlanner, Replica
 from sgl.systems.seq.lengths import GlobalBatchSampler, LengthHistogram, check_lengths, corpus_lengths, read_lengths
+from sgl.systems.seq.malleus import MalleusModel, MalleusPlan, MalleusPlanner
+from sgl.systems.seq.mesh import DynamicMeshPlanner
 from sgl.systems.seq.plan import GroupWork, StepPlan
+from sgl.systems.seq.straggler import check_rates, measure_rates, straggler_setting, straggling_rates
+from sgl.systems.seq.switching import SwitchingPlanner, SwitchingResult, switch_pool
+
+#: the torch runtime (imported on first use, so the planners load without torch)
+_RUNTIME = {"ulysses_attention": "ulysses", "ring_attention": "ring", "cu_seqlens": "varlen",
+            "varlen_attention": "varlen", "sequence_parallel_block": "sp_block",
+            "sequence_parallel_lm": "sp_block"}
+
+
+def __getattr__(name: str):
+    if name in _RUNTIME:
+        import importlib
+
+        return getattr(importlib.import_module(f"sgl.systems.seq.{_RUNTIME[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["read_lengths", "corpus_lengths", "LengthHistogram", "GlobalBatchSampler", "check_lengths",
            "SeqStrategy", "StrategyCost", "SeqModelSpec", "SeqHardware", "SeqCostModel", "flexsp_cost_model",
            "hydraulis_pool", "longest_supported", "FLEXSP_ALLTOALL_GBPS", "FlexSPPlanner", "check_fits",
-           "HydraulisPlanner", "Replica", "GroupWork", "StepPlan"]
+           "HydraulisPlanner", "Replica", "GroupWork", "StepPlan", "DynamicMeshPlanner", "SwitchingPlanner",
+           "SwitchingResult", "switch_pool", "MalleusModel", "MalleusPlan", "MalleusPlanner", "check_rates",
+           "measure_rates", "straggler_setting", "straggling_rates", "ulysses_attention", "ring_attention",
+           "cu_seqlens", "varlen_attention", "sequence_parallel_block", "sequence_parallel_lm", "calibrate_cost_model", "compare",
+           "Comparison"]

@@ -20,7 +20,8 @@ description, generalising FlexSP's per-device model (``flexSPCostModel`` in the 
 * Megatron TP: ``4`` all-reduces of ``s·h·2 B`` per layer (6 with checkpointing) at
   ``2(tp-1)/tp / bw_ar(tp)``;
 * ring-attention CP (``cp`` instead of ``sp``): the ``K,V`` blocks travel ``cp-1`` hops per layer,
-  ``2·2·L·h_kv·s·2 B·(cp-1)/cp / bw_p2p``, of which the share ``overlap`` hides behind compute;
+  ``2·2·L·h_kv·s·2 B·(cp-1)/cp / bw_p2p(cp)`` (the inter-node figure once the ring leaves a node of
+  ``node_size`` devices), of which the share ``overlap`` hides behind compute;
 * memory per device (MB): model states ``16·P·1024·r / (tp·pp)`` with ZeRO ratio ``r`` over the
   ``N/(tp·pp)`` data/sequence ranks (FlexSP's ratios), activations ``act_per_token·s/(tp·sp)``
   (``ckpt_fraction`` of it under checkpointing); capacity =
@@ -177,6 +178,8 @@ class SeqHardware:
                                                                       16: 10.0})
     p2p_gbps: float = 150.0
     overlap: float = 0.5                # share of ring-attention K/V transfer time hidden behind compute
+    node_size: int = 8                  # devices per node: a ring larger than this has inter-node hops
+    p2p_inter_gbps: float = 8.7         # bottleneck of an inter-node ring (FlexSP's inter-node figure)
 
     def __post_init__(self) -> None:
         check_real(self.memory_mb, "SeqHardware.memory_mb", 0.0, open_low=True, error=PlanError)
@@ -184,6 +187,12 @@ class SeqHardware:
             check_real(getattr(self, name), f"SeqHardware.{name}", 0.0, error=PlanError)
         check_real(self.p2p_gbps, "SeqHardware.p2p_gbps", 0.0, open_low=True, error=PlanError)
         check_real(self.overlap, "SeqHardware.overlap", 0.0, 1.0, error=PlanError)
+        check_int(self.node_size, "SeqHardware.node_size", 1, error=PlanError)
+        check_real(self.p2p_inter_gbps, "SeqHardware.p2p_inter_gbps", 0.0, open_low=True, error=PlanError)
+
+    def p2p(self, degree: int) -> float:
+        """Ring bandwidth: intra-node ``p2p_gbps`` up to ``node_size`` devices, else ``p2p_inter_gbps``."""
+        return float(self.p2p_gbps if degree <= self.node_size else min(self.p2p_gbps, self.p2p_inter_gbps))
 
     @staticmethod
     def _bandwidth(table: Dict[int, float], degree: int) -> float:
@@ -244,7 +253,7 @@ class SeqCostModel:
             b += passes * layers * per_layer_bytes * ring / hw.allreduce(strategy.tp)
         if strategy.cp > 1:
             kv_mb = 2 * 2 * layers * m.kv_hidden * 2.0 / 2**20 * (strategy.cp - 1) / strategy.cp
-            b += (1.0 - hw.overlap) * kv_mb / hw.p2p_gbps * (1.5 if strategy.ckpt else 1.0)
+            b += (1.0 - hw.overlap) * kv_mb / hw.p2p(strategy.cp) * (1.5 if strategy.ckpt else 1.0)
         c = hw.beta / strategy.pp
         return StrategyCost(strategy, float(a), float(b), float(c), self.capacity(strategy))
 
@@ -259,6 +268,13 @@ class SeqCostModel:
         top = self.devices // tp if max_sp is None else min(max_sp, self.devices // tp)
         sizes = [2 ** i for i in range(int(np.log2(top)) + 1) if 2 ** i >= minimum]
         return self.pool(SeqStrategy(tp=tp, sp=s, zero=zero, ckpt=ckpt) for s in sizes)
+
+    def cp_pool(self, max_cp: Optional[int] = None, *, zero: int = 3, ckpt: bool = False,
+                minimum: int = 1) -> List[StrategyCost]:
+        """Ring-attention CP groups of every power-of-two size in ``[minimum, max_cp]`` (1 = plain DP)."""
+        top = self.devices if max_cp is None else min(max_cp, self.devices)
+        sizes = [2 ** i for i in range(int(np.log2(top)) + 1) if 2 ** i >= minimum]
+        return self.pool(SeqStrategy(cp=s, zero=zero, ckpt=ckpt) for s in sizes)
 
     def with_hardware(self, **changes) -> "SeqCostModel":
         return SeqCostModel(self.model, replace(self.hardware, **changes), self.devices)

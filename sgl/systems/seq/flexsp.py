@@ -66,7 +66,7 @@ class FlexSPPlanner:
     """Plans steps over ``devices`` devices with an SP-group pool (``SeqCostModel.sp_pool()``)."""
 
     def __init__(self, pool: Sequence[StrategyCost], devices: int, *, time_limit: float = 1.0,
-                 max_buckets: int = 16, tolerance: float = 0.02, seed: int = 0) -> None:
+                 max_buckets: int = 16, tolerance: float = 0.02, seed: int = 0, bound_gap: float = 0.0) -> None:
         self.devices = check_int(devices, "devices", 1, error=PlanError)
         self.pool = sorted((p for p in pool if p.devices <= self.devices), key=lambda p: p.devices)
         if not self.pool:
@@ -77,6 +77,7 @@ class FlexSPPlanner:
         self.max_buckets = check_int(max_buckets, "max_buckets", 1, error=PlanError)
         self.tolerance = check_real(tolerance, "tolerance", 0.0, error=PlanError)
         self.seed = seed
+        self.bound_gap = check_real(bound_gap, "bound_gap", 0.0, error=PlanError)
         # the cluster's tokens per micro-batch: the tightest per-device capacity × N
         self.cluster_capacity = int(min(p.capacity / p.devices for p in self.pool) * self.devices)
 
@@ -168,30 +169,54 @@ class FlexSPPlanner:
             if not groups:
                 continue
             tokens = np.zeros(len(groups), dtype=np.int64)
-            load = np.array([g.c for g in groups])
-            members: List[List[int]] = [[] for _ in groups]
+            load = np.array([g.c for g in groups], dtype=np.float64)
+            ga = np.array([g.a for g in groups])
+            gb = np.array([g.b for g in groups])
+            caps = np.array([g.capacity for g in groups])
+            owner = np.full(lengths.size, -1, dtype=np.int64)
             ok = True
-            for i in order:
-                s = int(lengths[i])
-                cand = [j for j, g in enumerate(groups) if tokens[j] + s <= g.capacity]
-                if not cand:
+            for i in order:                              # vectorised over the groups
+                s = float(lengths[i])
+                finish = load + ga * s * s + gb * s
+                finish[tokens + s > caps] = np.inf
+                j = int(np.argmin(finish))
+                if not np.isfinite(finish[j]):
                     ok = False
                     break
-                finish = [load[j] + groups[j].seq_time([s])[0] for j in cand]
-                j = cand[int(np.argmin(finish))]
-                members[j].append(int(i))
-                tokens[j] += s
-                load[j] = finish[int(np.argmin(finish))]
+                owner[i] = j
+                tokens[j] += int(s)
+                load[j] = finish[j]
             if not ok:
                 continue
+            members = [np.sort(np.flatnonzero(owner == j)).tolist() for j in range(len(groups))]
             phase = [GroupWork(g, [np.asarray(m)], lengths) for g, m in zip(groups, members) if m]
             if best is None or max(g.time for g in phase) < max(g.time for g in best):
                 best = phase
         return best
 
+    def lower_bound(self, sub: np.ndarray) -> float:
+        """A lower bound on a micro-batch's makespan: ``max(max_i min_p T_p(s_i) + c_p,
+        c_min + Σ_i min_p d_p T_p(s_i) / N)`` (the slowest group is at least the device-weighted mean)."""
+        T = np.array([p.seq_time(sub) for p in self.pool])                      # (P, n)
+        fits = np.array([p.capacity for p in self.pool])[:, None] >= sub[None, :]
+        c = np.array([p.c for p in self.pool])[:, None]
+        one = np.where(fits, T + c, np.inf).min(axis=0).max()
+        d = np.array([p.devices for p in self.pool], dtype=np.float64)[:, None]
+        spread = np.where(fits, d * T, np.inf).min(axis=0).sum() / self.devices + float(c.min())
+        return float(max(one, spread))
+
     def solve_micro_batch(self, lengths: np.ndarray, idx: np.ndarray) -> Tuple[List[GroupWork], str, float]:
-        """Groups for one micro-batch: ``(groups, status, solver seconds)``."""
+        """Groups for one micro-batch: ``(groups, status, solver seconds)``.
+
+        With ``bound_gap > 0`` the MILP is skipped when the balanced heuristic is within that share
+        of :meth:`lower_bound` (status ``"heuristic (within bound)"``): the MILP could gain no more.
+        """
         sub = lengths[idx]
+        if self.bound_gap > 0:
+            t0 = time.perf_counter()
+            quick = self._heuristic(lengths, idx)
+            if quick is not None and max(g.time for g in quick) <= self.lower_bound(sub) * (1 + self.bound_gap):
+                return quick, "heuristic (within bound)", time.perf_counter() - t0
         bounds, which = bucketize(sub, self.max_buckets, self.tolerance)
         counts = np.bincount(which, minlength=bounds.size)
         options = self._options(sub.size, int(sub.max()))
@@ -257,7 +282,11 @@ class FlexSPPlanner:
             if heuristic is None:
                 raise PlanError(f"FlexSP found no feasible grouping for a micro-batch of {sub.size} sequences "
                                 f"({int(sub.sum())} tokens); give more memory or devices")
-            if status != "optimal":
+            if status == "error":
+                warnings.warn("FlexSP MILP failed (HiGHS reported a solve error); using the balanced heuristic "
+                              "grouping", RuntimeWarning, stacklevel=3)
+                status = "heuristic (solver error)"
+            elif status != "optimal":
                 warnings.warn(f"FlexSP MILP stopped at its {self.time_limit:g}s time limit without beating "
                               f"the balanced heuristic; using the heuristic grouping", RuntimeWarning, stacklevel=3)
                 status = "heuristic (solver time-out)"

@@ -57,10 +57,16 @@ class Replica:
 
 
 class HydraulisPlanner:
-    """Hydraulis over a strategy pool (e.g. :func:`hydraulis_pool`) on ``devices`` devices."""
+    """Hydraulis over a strategy pool (e.g. :func:`hydraulis_pool`) on ``devices`` devices.
 
-    def __init__(self, pool: Sequence[StrategyCost], devices: int, *, time_limit: float = 0.2,
-                 shuffles: int = 8, seed: int = 0, max_ilp_sequences: int = 160) -> None:
+    Latency defaults (per-step solver time must stay below the few % of step time it saves):
+    ILP time limit 20 ms, no ILP when the greedy packing is within ``bound_gap`` = 5 % of its
+    lower bound, no extra dispatch shuffles (on the real length lists they did not beat the
+    longest-first order), a vectorised replica DP.
+    """
+
+    def __init__(self, pool: Sequence[StrategyCost], devices: int, *, time_limit: float = 0.02,
+                 shuffles: int = 0, seed: int = 0, max_ilp_sequences: int = 160, bound_gap: float = 0.05) -> None:
         self.devices = check_int(devices, "devices", 1, error=PlanError)
         self.pool = [p for p in pool if p.devices <= self.devices and p.capacity > 0]
         if not self.pool:
@@ -69,6 +75,7 @@ class HydraulisPlanner:
         self.shuffles = check_int(shuffles, "shuffles", 0, error=PlanError)
         self.seed = seed
         self.max_ilp_sequences = max_ilp_sequences
+        self.bound_gap = check_real(bound_gap, "bound_gap", 0.0, error=PlanError)
         self.replicas: List[Replica] = []
 
     # ------------------------------------------------------------------ strategy DP
@@ -97,30 +104,34 @@ class HydraulisPlanner:
         t = np.full((N + 1, S + 1), inf)
         t[:, 0] = 0.0
         arg = {}
+        ns = np.arange(N + 1)
         for j in range(1, S + 1):
-            for n in range(1, N + 1):
-                best, choice = t[n - 1, j], ("idle",)
-                for k, p in enumerate(self.pool):
-                    if edges[j] > p.capacity and occupied[j] - occupied[j - 1] > 0:
-                        continue
-                    g = p.devices
-                    dmax = n // g
-                    if dmax == 0:
-                        continue
-                    i = np.arange(j)
-                    valid = edges[j] <= p.capacity
-                    if not valid:
-                        continue
-                    work = csum[k, j] - csum[k, i] + (p.pp - 1) * (p.seq_time([edges[j]])[0] + p.c)
-                    d = np.arange(1, dmax + 1)
-                    prev = t[n - d[:, None] * g, i[None, :]]            # (D, j)
-                    val = np.maximum(prev, work[None, :] / d[:, None])
-                    flat = int(np.argmin(val))
-                    if val.flat[flat] < best:
-                        best = float(val.flat[flat])
-                        choice = (k, int(i[flat % j]), int(d[flat // j]))
-                t[n, j] = best
-                arg[n, j] = choice
+            i = np.arange(j)
+            cand = np.full(N + 1, inf)
+            cand_choice: List[tuple] = [("idle",)] * (N + 1)
+            for k, p in enumerate(self.pool):
+                if edges[j] > p.capacity:
+                    continue
+                g = p.devices
+                D = N // g
+                if D == 0:
+                    continue
+                work = csum[k, j] - csum[k, i] + (p.pp - 1) * (p.seq_time([edges[j]])[0] + p.c)
+                d = np.arange(1, D + 1)
+                src = ns[:, None] - d[None, :] * g                         # (N+1, D): devices left
+                prev = np.where((src >= 0)[..., None], t[np.clip(src, 0, N)][:, :, :j], inf)   # (N+1, D, j)
+                val = np.maximum(prev, work[None, None, :] / d[None, :, None]).reshape(N + 1, D * j)
+                flat = np.argmin(val, axis=1)
+                best_k = val[ns, flat]
+                better = best_k < cand                                      # first k wins ties, as before
+                for n in np.flatnonzero(better):
+                    cand[n] = best_k[n]
+                    cand_choice[n] = (k, int(i[flat[n] % j]), int(d[flat[n] // j]))
+            for n in range(1, N + 1):                                       # idle devices win ties
+                if cand[n] < t[n - 1, j]:
+                    t[n, j], arg[n, j] = cand[n], cand_choice[n]
+                else:
+                    t[n, j], arg[n, j] = t[n - 1, j], ("idle",)
         if not np.isfinite(t[N, S]):
             raise PlanError(f"Hydraulis cannot cover lengths up to {top} with {N} devices and this pool")
         replicas: List[Replica] = []
@@ -147,24 +158,31 @@ class HydraulisPlanner:
             check_fits(lengths, [r.cost for r in replicas])
         rng = np.random.default_rng(self.seed)
         base = np.argsort(-lengths, kind="stable")
+        A = np.array([r.cost.a for r in replicas])
+        B = np.array([r.cost.b for r in replicas])
+        C = np.array([r.cost.c for r in replicas])
+        bubble = np.array([r.cost.pp - 1 for r in replicas], dtype=np.float64)
         best, best_time = None, np.inf
         for trial in range(self.shuffles + 1):
             order = base if trial == 0 else base[np.argsort(rng.permutation(base.size) // 4 +
                                                             np.arange(base.size), kind="stable")]
             load = np.zeros(len(replicas))
             longest = np.zeros(len(replicas))
-            members: List[List[int]] = [[] for _ in replicas]
-            for i in order:
-                s = int(lengths[i])
-                ok = np.flatnonzero(caps >= s)
-                est = np.array([load[r] + replicas[r].cost.seq_time([s])[0] + replicas[r].cost.c *
-                                (1 if not members[r] else 0) + (replicas[r].cost.pp - 1) *
-                                replicas[r].cost.micro_batch_time([max(longest[r], s)]) for r in ok])
-                r = int(ok[np.argmin(est)])
-                load[r] += replicas[r].cost.seq_time([s])[0] + (replicas[r].cost.c if not members[r] else 0)
-                longest[r] = max(longest[r], s)
-                members[r].append(int(i))
-            finish = max(replicas[r].cost.replica_time([lengths[m]]) if m else 0 for r, m in enumerate(members))
+            owner = np.empty(lengths.size, dtype=np.int64)
+            for i in order:                         # vectorised over the replicas
+                s = float(lengths[i])
+                t = A * s * s + B * s
+                first = load == 0
+                top = np.maximum(longest, s)
+                est = load + t + C * first + bubble * (A * top * top + B * top + C)
+                est[caps < s] = np.inf
+                r = int(np.argmin(est))
+                load[r] += t[r] + (C[r] if first[r] else 0.0)
+                longest[r] = top[r]
+                owner[i] = r
+            members = [np.flatnonzero(owner == r) for r in range(len(replicas))]
+            # the greedy's own estimate: summed sequence costs + one c + the 1F1B bubble of the longest
+            finish = float(np.max(np.where(load > 0, load + bubble * (A * longest ** 2 + B * longest + C), 0.0)))
             if finish < best_time:
                 best, best_time = members, finish
         return [np.asarray(m, dtype=np.int64) for m in best]
@@ -186,44 +204,65 @@ class HydraulisPlanner:
             load[j] += t[i]
         return [np.asarray(b, dtype=np.int64) for b in bins if b]
 
+    def _ilp(self, cost: StrategyCost, lengths: np.ndarray, t: np.ndarray, v: int,
+             greedy: Optional[List[np.ndarray]]) -> tuple:
+        """The packing ILP for ``v`` micro-batches: ``(micro-batches or None, status)``."""
+        u = lengths.size
+        n_cols = u * v + 1
+        seq = np.repeat(np.arange(u), v)
+        mb = np.tile(np.arange(v), u)
+        col = seq * v + mb
+        rows = [seq, u + mb, u + v + mb, u + v + np.arange(v)]          # once; memory; makespan; -M
+        cols = [col, col, col, np.full(v, u * v)]
+        vals = [np.ones(u * v), lengths[seq].astype(np.float64), t[seq], -np.ones(v)]
+        A = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                          shape=(u + 2 * v, n_cols))
+        lo = np.r_[np.ones(u), np.full(2 * v, -np.inf)]
+        hi = np.r_[np.ones(u), np.full(v, float(cost.capacity)), np.zeros(v)]
+        start = None
+        if greedy is not None:
+            start = np.zeros(n_cols)
+            for j, b in enumerate(greedy):
+                start[b * v + j] = 1
+            start[-1] = max(t[b].sum() for b in greedy)
+        integ = np.ones(n_cols, dtype=bool)
+        integ[-1] = False
+        c = np.zeros(n_cols)
+        c[-1] = 1.0
+        hi_col = np.ones(n_cols)
+        hi_col[-1] = np.inf
+        res = solve_milp(c, A, lo, hi, np.zeros(n_cols), hi_col, integ, time_limit=self.time_limit, start=start)
+        if res.x is None:
+            return None, res.status
+        o = res.x[:-1].reshape(u, v) > 0.5
+        return [np.flatnonzero(o[:, j]) for j in range(v) if o[:, j].any()], res.status
+
     def pack(self, cost: StrategyCost, lengths: np.ndarray) -> tuple:
-        """``(micro-batches as index arrays into lengths, status)`` for one replica."""
+        """``(micro-batches as index arrays into lengths, status)`` for one replica.
+
+        For each ``v`` the greedy packing is tried first; the ILP runs only when ``v`` can still
+        beat the best total (its lower bound ``Σ t + v c + (pp-1)(LB_v + c)``, ``LB_v = max(max t,
+        Σ t / v)``) and the greedy makespan is more than ``bound_gap`` above ``LB_v`` (then the ILP
+        could not gain more than that share).
+        """
         u = lengths.size
         t = cost.seq_time(lengths)
         v0 = max(1, int(np.ceil(lengths.sum() / cost.capacity)))
         best, best_time, status = None, np.inf, "heuristic"
         for v in range(v0, min(u, v0 + 3) + 1):
+            bound = max(float(t.max()), float(t.sum()) / v)
+            if t.sum() + v * cost.c + (cost.pp - 1) * (bound + cost.c) >= best_time:
+                continue
             greedy = self._greedy_pack(cost, lengths, v)
             cand, cand_status = greedy, "heuristic"
-            if u <= self.max_ilp_sequences and v > 1:
-                n_cols = u * v + 1
-                rows, cols, vals, lo, hi = [], [], [], [], []
-                for i in range(u):                      # each sequence once
-                    rows += [len(lo)] * v; cols += [i * v + j for j in range(v)]; vals += [1.0] * v
-                    lo.append(1.0); hi.append(1.0)
-                for j in range(v):                      # memory and makespan per micro-batch
-                    rows += [len(lo)] * u; cols += [i * v + j for i in range(u)]; vals += list(map(float, lengths))
-                    lo.append(-np.inf); hi.append(float(cost.capacity))
-                    rows += [len(lo)] * (u + 1); cols += [i * v + j for i in range(u)] + [u * v]
-                    vals += list(map(float, t)) + [-1.0]
-                    lo.append(-np.inf); hi.append(0.0)
-                A = sp.csr_matrix((vals, (rows, cols)), shape=(len(lo), n_cols))
-                start = None
-                if greedy is not None:
-                    start = np.zeros(n_cols)
-                    for j, b in enumerate(greedy):
-                        start[b * v + j] = 1
-                    start[-1] = max(t[b].sum() for b in greedy)
-                integ = np.ones(n_cols, dtype=bool); integ[-1] = False
-                c = np.zeros(n_cols); c[-1] = 1.0
-                hi_col = np.ones(n_cols); hi_col[-1] = np.inf
-                res = solve_milp(c, A, lo, hi, np.zeros(n_cols), hi_col, integ, time_limit=self.time_limit, start=start)
-                if res.x is not None:
-                    o = res.x[:-1].reshape(u, v) > 0.5
-                    ilp = [np.flatnonzero(o[:, j]) for j in range(v) if o[:, j].any()]
-                    if greedy is None or cost.replica_time([lengths[b] for b in ilp]) <= \
-                            cost.replica_time([lengths[b] for b in greedy]):
-                        cand, cand_status = ilp, res.status
+            makespan = np.inf if greedy is None else max(float(t[b].sum()) for b in greedy)
+            if u <= self.max_ilp_sequences and v > 1 and makespan > bound * (1 + self.bound_gap):
+                ilp, ilp_status = self._ilp(cost, lengths, t, v, greedy)
+                if ilp is not None and (greedy is None or cost.replica_time([lengths[b] for b in ilp]) <=
+                                        cost.replica_time([lengths[b] for b in greedy])):
+                    cand, cand_status = ilp, ilp_status
+            elif greedy is not None and makespan <= bound * (1 + self.bound_gap):
+                cand_status = "optimal"               # within bound_gap of the lower bound
             if cand is None:
                 continue
             total = cost.replica_time([lengths[b] for b in cand])
@@ -253,16 +292,22 @@ class HydraulisPlanner:
         """Stage 1 + stage 2 for one global batch.
 
         With ``rebuild`` (Hydraulis' dynamic strategies) the replica DP is also run on this batch's
-        own lengths and the better of the two replica sets is used; the chosen set is kept.
+        own lengths and the better of the two replica sets is used; the chosen set is kept (a
+        kept set whose replicas cannot hold the batch's longest sequence is always rebuilt).
         """
         lengths = check_lengths(lengths)
         check_fits(lengths, self.pool)
         t0 = time.perf_counter()
-        candidates = [self.replicas] if self.replicas else []
+        top = int(lengths.max())
+        # a kept replica set that cannot hold this batch's longest sequence is replanned
+        candidates = [self.replicas] if self.replicas and max(r.cost.capacity for r in self.replicas) >= top else []
         if rebuild or not candidates:
             saved = self.replicas
-            candidates.append(self.build_replicas(lengths, lengths.size))
+            rebuilt = self.build_replicas(lengths, lengths.size)
             self.replicas = saved
+            key = lambda reps: sorted((r.cost.label, r.lo, r.hi) for r in reps)    # noqa: E731
+            if not candidates or key(rebuilt) != key(candidates[0]):               # same set: plan it once
+                candidates.append(rebuilt)
         plans = [(self._plan_with(lengths, reps, "hydraulis"), reps) for reps in candidates]
         best, reps = min(plans, key=lambda pr: pr[0].time)
         self.replicas = list(reps)

@@ -19,6 +19,7 @@
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, List, Optional, Tuple
 
 import numpy as np
@@ -36,6 +37,8 @@ def min_max_partition(values: np.ndarray, parts: int) -> Tuple[float, List[int]]
     """
     n = values.size
     parts = min(parts, n)
+    if n > _DP_LIMIT and values.min() >= 0 and np.all(values == np.round(values)):
+        return _partition_search(np.asarray(values, dtype=np.float64), parts)
     prefix = np.concatenate([[0.0], np.cumsum(values, dtype=np.float64)])
     span = prefix[None, :] - prefix[:, None]           # span[k, i] = sum(values[k:i])
     upper = np.triu(np.ones((n + 1, n + 1), dtype=bool), 1)
@@ -55,9 +58,59 @@ def min_max_partition(values: np.ndarray, parts: int) -> Tuple[float, List[int]]
     return float(best[n]), starts[::-1]
 
 
+_DP_LIMIT = 512        # above this many values the O(n²) DP table gives way to a search on the answer
+
+
+def _partition_search(values: np.ndarray, parts: int) -> Tuple[float, List[int]]:
+    """Min-max contiguous partition of non-negative integers: binary search on the largest run sum ``X``
+    with the greedy test (fill each run up to ``X``, ``O(parts·log n)`` by ``searchsorted`` on the prefix
+    sums), then split runs of two or more values until there are exactly ``parts`` (never raises the max)."""
+    n = values.size
+    prefix = np.concatenate([[0.0], np.cumsum(values)])
+
+    def greedy(x: float) -> Optional[List[int]]:
+        starts, i = [0], 0
+        while True:
+            j = int(np.searchsorted(prefix, prefix[i] + x, side="right")) - 1
+            if j >= n:
+                return starts
+            if j == i or len(starts) == parts:
+                return None
+            starts.append(j)
+            i = j
+
+    lo, hi = int(max(values.max(), np.ceil(prefix[-1] / parts))), int(prefix[-1])
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if greedy(mid) is None:
+            lo = mid + 1
+        else:
+            hi = mid
+    starts = greedy(lo)
+    bounds = set(starts)
+    for k in range(n - 1, 0, -1):                         # add cuts inside runs until there are `parts`
+        if len(bounds) >= parts:
+            break
+        bounds.add(k)
+    starts = sorted(bounds)
+    edges = starts + [n]
+    best = max(prefix[b] - prefix[a] for a, b in zip(edges[:-1], edges[1:]))
+    return float(best), starts
+
+
 def blast(lengths: np.ndarray, capacity: int) -> List[np.ndarray]:
-    """FlexSP's sequence blaster: index arrays of the micro-batches (longest sequences first)."""
+    """FlexSP's sequence blaster: index arrays of the micro-batches (longest sequences first).
+
+    Results are cached per (batch, capacity) (the switching planner and the static baselines
+    blast the same batch for many strategies); callers get fresh copies.
+    """
     lengths = np.asarray(lengths, dtype=np.int64)
+    return [mb.copy() for mb in _blast_cached(lengths.tobytes(), int(capacity))]
+
+
+@functools.lru_cache(maxsize=64)
+def _blast_cached(raw: bytes, capacity: int) -> tuple:
+    lengths = np.frombuffer(raw, dtype=np.int64)
     if lengths.size == 0:
         raise PlanError("an empty global batch has nothing to plan; give at least one sequence")
     if lengths.max() > capacity:
@@ -70,7 +123,7 @@ def blast(lengths: np.ndarray, capacity: int) -> List[np.ndarray]:
         best, starts = min_max_partition(sorted_lengths.astype(np.float64), m)
         if best <= capacity:
             bounds = starts + [lengths.size]
-            return [order[bounds[j]:bounds[j + 1]] for j in range(len(starts))]
+            return tuple(order[bounds[j]:bounds[j + 1]] for j in range(len(starts)))
         m += 1
 
 
@@ -133,15 +186,15 @@ def assign(lengths: np.ndarray, groups: int, capacity: int, method: str = "lpt",
     for idx in order:
         s = int(lengths[idx])
         room = capacity - tokens
-        ok = np.flatnonzero(room >= s)
-        if ok.size == 0:
-            return None
+        fits = room >= s
         if method == "ffd":
-            g = int(ok[0])
+            g = int(np.argmax(fits))
         elif method == "bfd":
-            g = int(ok[np.argmin(room[ok])])
+            g = int(np.argmin(np.where(fits, room, np.iinfo(np.int64).max)))
         else:
-            g = int(ok[np.argmin(load[ok])])
+            g = int(np.argmin(np.where(fits, load, np.inf)))
+        if not fits[g]:
+            return None
         tokens[g] += s
         load[g] += weights[idx]
         members[g].append(int(idx))
