@@ -8,7 +8,15 @@ Rooms (DESIGN.md "Layout"):
 * :mod:`sgl.systems.runtime` -- runs a plan on a small Transformer with DDP, FSDP2, DTensor
   tensor parallelism and a 1F1B pipeline over :mod:`sgl.comm`, and measures a model and the
   local links into profile JSON (the profiler).
-* ``moe/``, ``seq/``, ``data/``, ``memory/``, ``serving/`` arrive with their issues.
+* :mod:`sgl.systems.moe` -- MoE layer, expert parallelism, NetMoE, LSH-MoE, FlexMoE / LAER-MoE, FSEP.
+* :mod:`sgl.systems.seq` -- lengths, per-sequence cost model, FlexSP, Hydraulis, dynamic mesh,
+  per-step switching, Malleus, Ulysses / ring attention.
+* :mod:`sgl.systems.data` -- DataSculpt packing, LobRA, Spindle.
+* :mod:`sgl.systems.memory` -- MEMO, DSA plans, TSPLIT, paged optimizer states, resharding, partial-reduce.
+* :mod:`sgl.systems.serving` -- PQCache, Student Parallelism, LoRA-Inlaid, heterogeneous-GPU plans.
+* :mod:`sgl.systems.text` -- WikiText-2 / SST-2 readers and a BPE tokenizer trained here.
+
+These rooms are imported on demand (``import sgl.systems.moe``).
 
 Old names kept for compatibility: :mod:`sgl.systems.plan` (= ``parallel``, with ``SearchConfig`` /
 ``SearchResult``), :mod:`sgl.systems.executor` (with ``build_model``) and :mod:`sgl.systems.profiler`.
