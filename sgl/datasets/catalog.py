@@ -59,6 +59,14 @@ def _rows() -> List[Row]:
              ("proteins", "sgl.datasets.tu:load_tu", "PROTEINS (TU), 1,113 graphs, 2 classes", "graph", ("PROTEINS",),
               None)]
     rows += [(name, "sgl.datasets.ogb:load_ogb", description, "node", (name,), None) for name, description in _OGB]
+    rows += [("acm", "sgl.datasets.hetero:load_acm", "ACM heterogeneous (HeCo files): papers/authors/subjects, "
+              "3 classes, 20/40/60 labels per class", "node", (), None),
+             ("imdb", "sgl.datasets.hetero:load_imdb", "IMDB heterogeneous (MAGNN zip): movies/directors/actors, "
+              "3 genres, 400/400/3,478", "node", (), None),
+             ("ogbn-mag", "sgl.datasets.hetero_mag:load_ogbn_mag", "OGB MAG heterogeneous: paper/author/"
+              "institution/field, 349 venues, time split (OGB layout)", "node", (), None),
+             ("synthetic-mag", "sgl.datasets.hetero_synthetic:synthetic_mag", "seeded ogbn-mag-shaped heterogeneous "
+              "graph with planted paper classes (scale=1.0: 1.9M nodes, 21M edges)", "node", (), "without_root")]
     rows += [("facebook", "sgl.datasets.snap:load_facebook", "SNAP ego-Facebook friendships: 4,039 nodes, "
               "88,234 undirected edges, no features (SNAP edge list)", "link", (), None)]
     rows += [

@@ -20,6 +20,7 @@ from sgl.models.gsl import (
     RWGSL, STRUCTURE_LEARNERS, KNNGraph, KNNGraphConfig, NoStructureLearning, RWGSLConfig, structure_learner,
 )
 from sgl.models.message_passing import GAT, GCN, MESSAGE_PASSING_MODELS, GATConfig, GCNConfig, GraphSAGE, SAGEConfig
+from sgl.models.hetero import HETERO_MODELS, HGT, RGCN, SeHGNN, HeteroGAMLP, NARSSIGN, build_hetero_model
 from sgl.models.mlp import MLP, ResMLP
 from sgl.models.nafs import NAFS, NAFSConfig
 from sgl.models.pasca import PaSCaV1, PaSCaV1Config, PaSCaV2, PaSCaV2Config, PaSCaV3, PaSCaV3Config
@@ -44,6 +45,7 @@ __all__ = [
     "structure_learner", "GCMAE", "GCMAEConfig", "gcmae_config", "graphmae_config", "grace_config", "DGI", "DGIConfig",
     "GAE", "GAEConfig", "SSL_MODELS", "build_ssl_model", "ssl_model_config",
     "WDL", "DeepFM", "DCN", "DLRM", "CTRModelConfig", "CTR_MODELS", "build_ctr_model",
+    "NARSSIGN", "SeHGNN", "HeteroGAMLP", "RGCN", "HGT", "HETERO_MODELS", "build_hetero_model",
 ]
 
 #: name -> (model class, config dataclass, one-line description)
@@ -66,8 +68,11 @@ MODELS: Dict[str, Tuple[type, type, str]] = {
 
 def _lookup(name: str):
     key = str(name).lower().replace("_", "-")
+    if key in HETERO_MODELS:  # heterogeneous models: built from a HeteroGraph (sgl.models.hetero)
+        return HETERO_MODELS[key]
     if key not in MODELS:
-        raise ConfigError(f"unknown model {name!r}; available: {', '.join(sorted(MODELS))}")
+        raise ConfigError(f"unknown model {name!r}; available: {', '.join(sorted(MODELS))} "
+                          f"(heterogeneous graphs: {', '.join(HETERO_MODELS)})")
     return MODELS[key]
 
 

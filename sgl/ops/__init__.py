@@ -15,6 +15,23 @@ from sgl.ops.graph_ops import (
     spmm,
 )
 from sgl.ops.propagate import DEFAULT_CHUNK_BYTES, propagate_hops, propagation_cache_key
+from sgl.ops.kernels import FusedAdjacency, csr_spmm, fused_adjacency
+from sgl.ops.reorder import bandwidth, rcm_order, reorder_graph
+from sgl.ops.hetero import (
+    fill_featureless,
+    mean_adjacency,
+    nars_propagate,
+    relation_adjacency,
+    sample_relation_subsets,
+    type_neighbours,
+)
+from sgl.ops.hetero_metapath import (
+    check_metapath,
+    enumerate_metapaths,
+    metapath_features,
+    metapath_label_features,
+    metapath_name,
+)
 from sgl.ops.message import (
     MESSAGE_OPERATORS,
     ConcatHops,
@@ -50,5 +67,17 @@ __all__ = [
     "propagate_hops",
     "propagation_cache_key",
     "DEFAULT_CHUNK_BYTES",
+    "FusedAdjacency", "csr_spmm", "fused_adjacency", "bandwidth", "rcm_order", "reorder_graph",
+    "fill_featureless",
+    "mean_adjacency",
+    "nars_propagate",
+    "relation_adjacency",
+    "sample_relation_subsets",
+    "type_neighbours",
+    "check_metapath",
+    "enumerate_metapaths",
+    "metapath_features",
+    "metapath_label_features",
+    "metapath_name",
 ]
 __all__ += _message_all

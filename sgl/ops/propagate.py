@@ -111,7 +111,29 @@ def _compute_in_memory(adj, x, k, op, chunk_size, bar) -> List[torch.Tensor]:
     return [x] + outs
 
 
-def _compute_to_disk(adj, x, k, op, chunk_size, folder: Path, bar) -> None:
+def _kernel_in_memory(fused, x, k, chunk_size, store_dtype, bar) -> List[torch.Tensor]:
+    """Every hop written by the fused kernel straight into its preallocated output.
+
+    Column blocks are computed in place in the outputs (no block copies); with a reduced
+    ``store_dtype`` the input is converted once so every hop gathers half-size rows.
+    """
+    from sgl.ops.kernels import csr_spmm
+
+    n, d = x.shape
+    outs = [torch.empty(n, d, dtype=store_dtype) for _ in range(k)]
+    source = x.contiguous() if store_dtype == x.dtype else x.to(store_dtype)
+    for start in range(0, d, chunk_size):
+        cols = (start, min(d, start + chunk_size))
+        prev = source
+        for out in outs:
+            csr_spmm(fused, prev, out, columns=cols)
+            prev = out
+            if bar is not None:
+                bar.update(1)
+    return [x] + outs
+
+
+def _compute_to_disk(apply, x, k, chunk_size, folder: Path, bar) -> None:
     """Write hops as column-major (Fortran-order) ``.npy`` files, one column chunk at a time.
 
     A column chunk of a Fortran-order array is one contiguous byte range, so every chunk
@@ -132,7 +154,7 @@ def _compute_to_disk(adj, x, k, op, chunk_size, folder: Path, bar) -> None:
         for start in range(0, d, chunk_size):
             block = x[:, start:start + chunk_size].contiguous()
             for handle, offset in zip(handles, offsets):
-                block = op.apply(adj, block)
+                block = apply(block)
                 width = block.size(1)
                 # transpose a few rows at a time so no second chunk-sized buffer is needed;
                 # column j of the chunk is one contiguous run of n values in the file
@@ -148,6 +170,31 @@ def _compute_to_disk(adj, x, k, op, chunk_size, folder: Path, bar) -> None:
             handle.close()
 
 
+def _use_kernel(kernel: str, op: GraphOperator, dtype: torch.dtype) -> bool:
+    from sgl.ops.kernels import KERNEL_DTYPES, kernel_supports
+
+    if kernel not in ("auto", "fused", "aten"):
+        raise ConfigError(f"kernel must be 'auto', 'fused' or 'aten', got {kernel!r}")
+    if kernel == "aten":
+        return False
+    ok = kernel_supports(op) and dtype in KERNEL_DTYPES
+    if kernel == "fused" and not ok:
+        raise ConfigError(f"the fused kernel computes the 'adj' and 'lazy' operators on {KERNEL_DTYPES}, "
+                          f"not {type(op).__name__} on {dtype}; use kernel='auto'")
+    return ok
+
+
+def _check_store_dtype(dtype: Optional[torch.dtype], x: torch.Tensor, on_disk: bool) -> torch.dtype:
+    if dtype is None:
+        return x.dtype
+    if dtype not in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+        raise ConfigError(f"dtype must be torch.float32, float64, bfloat16 or float16, got {dtype!r}")
+    if dtype != x.dtype and on_disk:
+        raise ConfigError("reduced-precision hops (dtype=...) are kept in memory only; drop out_dir/cache_dir "
+                          "or dtype")
+    return dtype
+
+
 def propagate_hops(
     graph: Any,
     x: Optional[Any] = None,
@@ -159,6 +206,8 @@ def propagate_hops(
     cache_dir: Optional[Union[str, os.PathLike]] = None,
     max_chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     progress: bool = False,
+    dtype: Optional[torch.dtype] = None,
+    kernel: str = "auto",
 ) -> List[torch.Tensor]:
     r"""Return ``[X, MX, ..., M^k X]`` for the graph operator ``op`` (default :math:`\hat A_{0.5}`).
 
@@ -177,6 +226,13 @@ def propagate_hops(
             Cached hops are returned memory-mapped.
         max_chunk_bytes (int): temporaries budget used to pick ``chunk_size`` on disk.
         progress (bool): show a tqdm progress bar.
+        dtype (torch.dtype, optional): storage dtype of hops 1..k (in memory only).
+            ``torch.bfloat16``/``torch.float16`` halve the bytes every hop gathers
+            (float32 accumulation; ``x`` is rounded to it once); hop 0 stays ``x``.
+        kernel (str): ``"auto"`` (in memory, the fused parallel kernel of :mod:`sgl.ops.kernels`
+            for the ``adj``/``lazy`` operators; ATen's CSR SpMM otherwise and on disk, where
+            writing bounds the time), ``"fused"`` (require the kernel, also on disk) or
+            ``"aten"`` (always ATen).
 
     Returns:
         list of ``k + 1`` tensors; element 0 is ``x`` itself (not a copy).
@@ -192,43 +248,62 @@ def propagate_hops(
     if chunk_size is not None and (not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1):
         raise ConfigError(f"chunk_size must be a positive integer number of columns, got {chunk_size!r}")
     op = get_operator(op)
+    store = _check_store_dtype(dtype, x, out_dir is not None or cache_dir is not None)
+    fused = _use_kernel(kernel, op, x.dtype) and (store == x.dtype or _use_kernel(kernel, op, store))
     if k == 0:
         return [x]
 
+    on_disk_fused = fused and kernel == "fused"
     if cache_dir is not None:
         entry = Path(cache_dir) / propagation_cache_key(graph, x, k, op)
         if (entry / _MANIFEST).exists():
             return [x] + _open_hops(entry, k)
         with atomic_dir(entry) as tmp:
-            _propagate_to_folder(graph, x, k, op, chunk_size, tmp, max_chunk_bytes, progress)
+            _propagate_to_folder(graph, x, k, op, chunk_size, tmp, max_chunk_bytes, progress, on_disk_fused)
         return [x] + _open_hops(entry, k)
 
     if out_dir is not None:
         folder = Path(out_dir)
         folder.mkdir(parents=True, exist_ok=True)
-        _propagate_to_folder(graph, x, k, op, chunk_size, folder, max_chunk_bytes, progress)
+        _propagate_to_folder(graph, x, k, op, chunk_size, folder, max_chunk_bytes, progress, on_disk_fused)
         return [x] + _open_hops(folder, k)
 
     n, d = x.shape
     chunk = d if chunk_size is None else min(int(chunk_size), d)
-    adj = op.adjacency(graph, x.dtype)
     steps = k * -(-d // chunk)
     bar = _progress(steps, progress, "propagate")
     try:
-        return _compute_in_memory(adj, x, k, op, chunk, bar)
+        if fused:
+            from sgl.ops.kernels import fused_adjacency
+
+            acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+            return _kernel_in_memory(fused_adjacency(graph, op, acc), x, k, chunk, store, bar)
+        hops = _compute_in_memory(op.adjacency(graph, x.dtype), x, k, op, chunk, bar)
+        return hops if store == x.dtype else [x] + [h.to(store) for h in hops[1:]]
     finally:
         if bar is not None:
             bar.close()
 
 
-def _propagate_to_folder(graph, x, k, op, chunk_size, folder: Path, budget: int, progress: bool) -> None:
+def _disk_apply(graph, x, op, fused: bool):
+    if fused:
+        from sgl.ops.kernels import csr_spmm, fused_adjacency
+
+        adj = fused_adjacency(graph, op, torch.float64 if x.dtype == torch.float64 else torch.float32)
+        return lambda block: csr_spmm(adj, block)
+    adj = op.adjacency(graph, x.dtype)
+    return lambda block: op.apply(adj, block)
+
+
+def _propagate_to_folder(graph, x, k, op, chunk_size, folder: Path, budget: int, progress: bool,
+                         fused: bool = False) -> None:
     n, d = x.shape
     chunk = chunk_size or _auto_chunk(n, d, op, budget, x.element_size())
     chunk = min(int(chunk), d)
-    adj = op.adjacency(graph, x.dtype)
+    apply = _disk_apply(graph, x, op, fused)
     bar = _progress(k * -(-d // chunk), progress, "propagate")
     try:
-        _compute_to_disk(adj, x, k, op, chunk, folder, bar)
+        _compute_to_disk(apply, x, k, chunk, folder, bar)
     finally:
         if bar is not None:
             bar.close()

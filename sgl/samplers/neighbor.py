@@ -38,7 +38,7 @@ import torch
 from sgl.errors import ConfigError, GraphError
 from sgl.samplers.block import Block, MiniBatch
 
-__all__ = ["CSRAdjacency", "NeighborSampler", "sample_neighbors", "check_fanouts"]
+__all__ = ["CSRAdjacency", "NeighborSampler", "sample_neighbors", "sample_neighbors_parallel", "check_fanouts"]
 
 
 def check_fanouts(fanouts: Any) -> List[int]:
@@ -144,6 +144,27 @@ def sample_neighbors(indptr: np.ndarray, nodes: np.ndarray, fanout: int, rng: np
     return row, start[row] + offset
 
 
+def sample_neighbors_parallel(indptr: np.ndarray, nodes: np.ndarray, fanout: int, key: int,
+                              replace: bool = False, threads: int = 1) -> Tuple[np.ndarray, np.ndarray]:
+    """:func:`sample_neighbors` on ``threads`` threads (numba), same ``(row, position)`` layout.
+
+    Row ``r`` draws from a counter-based stream of ``(key, nodes[r])``, so the output is a
+    function of ``key`` and the node ids only: identical for any number of threads.
+    """
+    from sgl.samplers import _parallel_sampling as ps
+
+    start = indptr[nodes]
+    deg = indptr[nodes + 1] - start
+    counts = np.where(deg > 0, fanout, 0) if replace else np.minimum(deg, fanout)
+    first = np.cumsum(counts) - counts
+    row = np.repeat(np.arange(nodes.size), counts)
+    pos = np.empty(row.size, dtype=np.int64)
+    ps.set_threads(threads)
+    ps.sample_positions(np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(nodes, dtype=np.int64),
+                        first.astype(np.int64, copy=False), int(fanout), bool(replace), np.uint64(key), pos)
+    return row, pos
+
+
 class NeighborSampler:
     """Uniform multi-hop neighbor sampler producing per-layer :class:`Block` s.
 
@@ -152,14 +173,22 @@ class NeighborSampler:
             :class:`sgl.samplers.GraphStore` (any object with ``indptr`` and ``gather``).
         fanouts: neighbours per hop, hop next to the seeds first (``[15, 10]``).
         replace: sample with replacement (exactly ``k`` draws per node).
+        threads: ``None`` (default) samples with vectorised numpy on one thread; an integer
+            runs the parallel numba path (:func:`sample_neighbors_parallel`) on that many
+            threads, whose output for a seed is the same for every thread count (it differs
+            from the numpy path's, which draws from one shared stream).
 
     :meth:`sample` is deterministic for a given ``seed`` (or numpy ``Generator`` state).
     """
 
-    def __init__(self, graph: Any, fanouts: Union[Sequence[int], str], replace: bool = False) -> None:
+    def __init__(self, graph: Any, fanouts: Union[Sequence[int], str], replace: bool = False,
+                 threads: Optional[int] = None) -> None:
         self.adj = _as_adjacency(graph)
         self.fanouts = check_fanouts(fanouts)
         self.replace = bool(replace)
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, Integral) or threads < 1):
+            raise ConfigError(f"threads must be a positive integer (or None for the numpy path), got {threads!r}")
+        self.threads = None if threads is None else int(threads)
         self.num_nodes = int(self.adj.num_nodes)
         self._map = np.full(self.num_nodes, -1, dtype=np.int64)
 
@@ -199,6 +228,7 @@ class NeighborSampler:
         """
         seeds_np = self._check_seeds(seeds)
         rng = rng if rng is not None else np.random.default_rng(seed)
+        key = int(rng.integers(0, 2**63)) if self.threads is not None else 0
         mapping = self._map
         nodes = seeds_np
         mapping[nodes] = np.arange(nodes.size)
@@ -216,7 +246,12 @@ class NeighborSampler:
                     # a pruned node's subtree is dropped at every depth, not only at the next hop
                     keep = np.concatenate([np.arange(pruned_at), np.arange(pruned_at + pruned.size, frontier_size)])
                     frontier = frontier[keep]
-                row, pos = sample_neighbors(self.adj.indptr, frontier, fanout, rng, self.replace)
+                if self.threads is None:
+                    row, pos = sample_neighbors(self.adj.indptr, frontier, fanout, rng, self.replace)
+                else:  # one stream per (batch, hop, node): independent of the thread split
+                    row, pos = sample_neighbors_parallel(self.adj.indptr, frontier, fanout,
+                                                         (key + hop * 0x632BE59BD9B4E019) % 2**64, self.replace,
+                                                         self.threads)
                 src = self.adj.gather(frontier, pos)
                 if keep is not None:
                     row = keep[row]  # back to positions among all of this hop's destinations
@@ -250,4 +285,5 @@ class NeighborSampler:
                          pruned=torch.from_numpy(pruned), last_input_nodes=torch.from_numpy(last_inputs))
 
     def __repr__(self) -> str:
-        return f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, num_nodes={self.num_nodes})"
+        threads = "" if self.threads is None else f", threads={self.threads}"
+        return f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, num_nodes={self.num_nodes}{threads})"

@@ -48,7 +48,11 @@ def run(config: RunConfig, log: Optional[Log] = None, progress: bool = True) -> 
 
 
 def _record(config: RunConfig, results: Dict[str, Any], data: Any) -> Dict[str, Any]:
-    return {"config": config.to_dict(), **results, **run_provenance(data)}
+    from sgl.data import HeteroGraph
+
+    hetero = isinstance(data, HeteroGraph)  # heterogeneous graphs hash themselves (all types and relations)
+    return {"config": config.to_dict(), **results,
+            **(run_provenance(data_hash=data.content_hash()) if hetero else run_provenance(data))}
 
 
 # ---------------------------------------------------------------------------- node classification
@@ -89,8 +93,10 @@ def _run_node(config: RunConfig, log: Log, progress: bool) -> Dict[str, Any]:
     if config.structure is not None:
         graph = _learn_structure(config, graph, log, progress)
 
-    def factory():
-        return build_model(config.model, graph.num_features, graph.num_classes, model_cfg)
+    from sgl.models.hetero import model_input
+
+    def factory():  # a heterogeneous model is built from the HeteroGraph itself
+        return build_model(config.model, model_input(config.model, graph), graph.num_classes, model_cfg)
 
     log(f"model: {factory()!r}")
     results = run_node_classification(factory, graph, config.seeds, config.train, cache_dir=config.cache_dir,

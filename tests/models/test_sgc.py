@@ -37,7 +37,7 @@ def test_registry_and_config_errors():
         model_config("sgc", hops=3)
     with pytest.raises(ConfigError, match="non-negative"):
         SGCConfig(k=-1)
-    with pytest.raises(ConfigError, match="k \\(propagation hops\\) must be >= 1"):
+    with pytest.raises(ConfigError, match="k \\(propagation hops\\) must be positive"):
         SGCConfig(k=0)
     with pytest.raises(ConfigError, match="num_classes"):
         SGC(4, 1)

@@ -109,7 +109,7 @@ def test_config_errors():
         model_config("sign", hops=3)
     with pytest.raises(ConfigError, match="unknown model"):
         build_model("sgn", 4, 2)
-    with pytest.raises(ConfigError, match="must be >= 1"):
+    with pytest.raises(ConfigError, match="must be positive"):
         model_config("sign", k=0)
     with pytest.raises(ConfigError, match="hop_start"):
         model_config("pasca-v2", k=2, hop_start=3)
