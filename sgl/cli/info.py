@@ -49,11 +49,14 @@ def cmd_presets() -> int:
 def cmd_models(args: argparse.Namespace) -> int:
     if getattr(args, "presets", False):
         return cmd_presets()
-    from sgl.models import CTR_MODELS, MODELS
+    from sgl.models import CTR_MODELS, HETERO_MODELS, MODELS
 
     print("graph models (sgl train --model NAME):")
     for name, (_, _, description) in sorted(MODELS.items()):
         print(f"  {name:<9} {description}")
+    print("heterogeneous graph models (sgl train --model NAME --dataset acm|imdb|ogbn-mag):")
+    for name, (_, _, description) in HETERO_MODELS.items():
+        print(f"  {name:<12} {description}")
     print("CTR models (sgl train --task ctr --model NAME):")
     for name, entry in sorted(CTR_MODELS.items()):
         print(f"  {name:<9} {entry[-1]}")

@@ -63,6 +63,8 @@ def test_datasets_and_models_listings(capsys):
     assert main(["models"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert {"sgc", "sign", "s2gc", "gbp", "appnp", "nafs", "gamlp", "pasca-v1", "pasca-v2", "pasca-v3"} <= set(names)
+    assert {"nars-sign", "sehgnn", "hetero-gamlp", "rgcn", "hgt"} <= set(names)
+    assert "acm" in listing and "imdb" in listing and "ogbn-mag" in listing
 
 
 def test_console_script_entry_point():
