@@ -30,7 +30,8 @@ def register(sub) -> None:
                         help="two or more of accuracy, epoch_time, train_time, latency, memory")
     search.add_argument("--trials", type=int, default=60, help="completed trials to reach (across restarts)")
     search.add_argument("--timeout", type=float, help="stop starting trials after this many seconds")
-    search.add_argument("--optimizer", default="tpe", help="tpe (multi-objective TPE), nsga2 or random")
+    search.add_argument("--optimizer", default="tpe",
+                        help="tpe (multi-objective TPE), gp (Gaussian process, log-EHVI), nsga2 or random")
     search.add_argument("--seed", type=int, default=0)
     search.add_argument("--storage", help="study file (SQLite) or optuna RDB URL; resumable, shareable")
     search.add_argument("--study", dest="study_name", help="study name inside the storage (default sgl-DATASET)")
@@ -40,6 +41,11 @@ def register(sub) -> None:
     search.add_argument("--patience", type=int, help="early stopping per trial (default 50)")
     search.add_argument("--lr", type=float, help="learning rate (default 0.01)")
     search.add_argument("--weight-decay", type=float, help="weight decay (default 5e-4)")
+    search.add_argument("--pruner", default="none", choices=("none", "halving", "hyperband"),
+                        help="multi-fidelity: stop unpromising trials early by their validation accuracy per "
+                             "epoch (successive halving or Hyperband over epochs; default none)")
+    search.add_argument("--min-epochs", type=int, default=10,
+                        help="the pruner's first rung: judge trials after this many epochs (default 10)")
     search.add_argument("--space", help="JSON/YAML file narrowing the design space (keys of DesignSpace)")
     search.add_argument("--device", help="cpu, cuda, cuda:N")
     search.add_argument("--threads", type=int, help="torch intra-op threads (1 is fastest on small graphs)")
@@ -82,7 +88,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                           study_name=args.study_name, n_jobs=args.n_jobs,
                           train=search_train_config(**{key: getattr(args, key) for key in _TRAIN_FLAGS
                                                        if getattr(args, key) is not None}),
-                          progress=not args.no_progress, threads=args.threads)
+                          progress=not args.no_progress, threads=args.threads, pruner=args.pruner,
+                          min_epochs=args.min_epochs)
     space = DesignSpace.from_dict(read_config(args.space)) if args.space else DesignSpace()
     options = key_values(args.dataset_option, "--dataset-option")
     graph = sgl.datasets.load(args.dataset, root=args.root, **options)
@@ -90,7 +97,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     print(f"space: {space!r}; objectives: {config.objectives}; optimizer: {config.optimizer}")
     result = run_search(graph, space, config, dataset=args.dataset, root=args.root, dataset_options=options)
     cache = result.cache
-    print(f"completed trials: {len(result.trials)}; Pareto front: {len(result.front)} designs"
+    print(f"completed trials: {len(result.trials)}"
+          + (f"; pruned: {len(result.pruned)}" if args.pruner != "none" else "")
+          + f"; Pareto front: {len(result.front)} designs"
           + (f"; hops computed {cache.propagations}x, reused {cache.hits}x" if cache else ""))
     print(format_front(result))
     if result.study.study_name != study_name:
@@ -109,7 +118,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         check_output_path(args.show_out, "dir", "--out")
     result = load_result(check_storage(args.study_file, "STUDY_FILE", must_exist=True), args.show_study)
     print(f"study {result.study.study_name}: {len(result.trials)} completed trials, "
-          f"{len(result.front)} on the Pareto front ({', '.join(o.name for o in result.objectives)})")
+          + (f"{len(result.pruned)} pruned, " if result.pruned else "")
+          + f"{len(result.front)} on the Pareto front ({', '.join(o.name for o in result.objectives)})")
     print(format_front(result, all_trials=args.all))
     if args.show_out:
         print(_written(write_results(result, args.show_out)))

@@ -5,7 +5,7 @@ storage, parallelism) and *contains* the :class:`~sgl.tasks.config.TrainConfig` 
 trial trains with, by default :func:`search_train_config` (``lr=0.01``,
 ``weight_decay=5e-4``, ``epochs=200``, ``patience=50``, no per-epoch progress bar).
 
-The optimizer is a name (``"tpe"``, ``"nsga2"``, ``"random"``) or any optuna sampler
+The optimizer is a name (``"tpe"``, ``"gp"``, ``"nsga2"``, ``"random"``) or any optuna sampler
 object (``sampler=optuna.samplers.QMCSampler(seed=0)``); a config records a sampler object
 by its class name, so :meth:`SearchConfig.to_dict` stays serialisable.
 :meth:`SearchConfig.from_dict` reads both that nested form and the flat one of older
@@ -24,14 +24,18 @@ import math
 from dataclasses import InitVar, dataclass, field, fields, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from sgl._checks import check_int, check_real, with_message
+from sgl._checks import check_choice, check_int, check_real, with_message
 from sgl.errors import ConfigError
 from sgl.search.objectives import Objective, parse_objectives
 from sgl.tasks.config import TrainConfig
 
-__all__ = ["SearchConfig", "OPTIMIZERS", "search_train_config", "SEARCH_TRAIN_DEFAULTS", "FLAT_TRAIN_KEYS"]
+__all__ = ["SearchConfig", "OPTIMIZERS", "PRUNERS", "search_train_config", "SEARCH_TRAIN_DEFAULTS", "FLAT_TRAIN_KEYS"]
 
-OPTIMIZERS = ("tpe", "nsga2", "random")
+OPTIMIZERS = ("tpe", "nsga2", "random", "gp")
+
+#: ``SearchConfig.pruner``: none, successive halving over epochs (one bracket), Hyperband
+#: (see :class:`sgl.search.evaluate.EpochPruner`).
+PRUNERS = ("none", "halving", "hyperband")
 
 #: The training of every trial unless told otherwise (no per-epoch bar inside a trial).
 SEARCH_TRAIN_DEFAULTS: Dict[str, Any] = dict(lr=0.01, weight_decay=5e-4, epochs=200, patience=50, progress=False)
@@ -79,7 +83,8 @@ class SearchConfig:
         trials: number of *completed* trials the study should end with (across restarts
             and processes sharing the storage).
         timeout: stop starting new trials after this many seconds (None = no limit).
-        optimizer: ``tpe`` (multi-objective TPE), ``nsga2`` or ``random``, or an optuna
+        optimizer: ``tpe`` (multi-objective TPE), ``gp`` (Gaussian process, log-EHVI),
+            ``nsga2`` or ``random``, or an optuna
             sampler object (the same as ``sampler=``).
         seed: seeds the named optimizers and every trial's training.
         storage: None (in memory), a file path (SQLite) or an optuna RDB URL.
@@ -93,6 +98,13 @@ class SearchConfig:
         train: the training of every trial (Adam; default :func:`search_train_config`).
         sampler: an ``optuna.samplers.BaseSampler`` object used as it is (its own seed;
             it is not re-seeded on resume); ``optimizer`` then records its class name.
+        pruner: the multi-fidelity path: ``none``, ``halving`` (successive halving over
+            epochs) or ``hyperband``; trials report their validation accuracy every epoch
+            and the unpromising ones stop early as ``PRUNED`` (never on the front). With a
+            pruner, ``trials`` counts finished trials, completed or pruned.
+        min_epochs: the pruner's minimum resource: the first rung is after this many epochs
+            (must be below ``train.epochs``).
+        reduction_factor: the pruner's :math:`\\eta`: the top ``1/eta`` of a rung continue.
         lr, weight_decay, epochs, patience, device: the older, flat spelling of the same
             fields of ``train``; given, they replace those of ``train``.
     """
@@ -115,6 +127,9 @@ class SearchConfig:
     threads: Optional[int] = None
     train: TrainConfig = field(default_factory=search_train_config)
     sampler: Any = None
+    pruner: str = "none"
+    min_epochs: int = 10
+    reduction_factor: int = 3
 
     def __post_init__(self, lr: Any, weight_decay: Any, epochs: Any, patience: Any, device: Any) -> None:
         self.objective_list: List[Objective] = parse_objectives(self.objectives)
@@ -142,6 +157,13 @@ class SearchConfig:
                 if v is not _UNSET}
         if flat:
             self.train = replace(self.train, **flat)
+        check_choice(self.pruner, "pruner", PRUNERS)
+        check_int(self.min_epochs, "min_epochs", 1)
+        check_int(self.reduction_factor, "reduction_factor", 2)
+        if self.pruner != "none" and self.min_epochs >= self.train.epochs:
+            raise ConfigError(f"min_epochs ({self.min_epochs}) must be below the trials' epochs "
+                              f"({self.train.epochs}) for the {self.pruner} pruner to stop anything; "
+                              f"lower min_epochs (--min-epochs) or raise epochs")
 
     def _resolve_sampler(self) -> None:
         """``optimizer=<sampler>`` moves to ``sampler``; with a sampler, ``optimizer`` is its class name."""

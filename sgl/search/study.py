@@ -1,10 +1,14 @@
 """Multi-objective search over the design space with optuna (PaSca's search engine).
 
-The optimizer is optuna's multi-objective TPE (``tpe``, default) or NSGA-II (``nsga2``);
+The optimizer is optuna's multi-objective TPE (``tpe``, default), its Gaussian-process sampler (``gp``:
+log-EHVI with several objectives) or NSGA-II (``nsga2``);
 ``random`` is the baseline; any other optuna sampler object can be passed
 (``SearchConfig(sampler=...)``, see :mod:`sgl.search.config`). Studies live in any optuna
 storage: in memory, a SQLite file (``study.db`` or ``sqlite:///study.db``) or any RDB URL,
 so a search resumes after a crash and several processes or machines can work on one study.
+With ``SearchConfig(pruner="halving"|"hyperband")`` every trial reports its validation
+accuracy each epoch and unpromising ones end ``PRUNED`` (kept in the study with their design
+and the epoch they stopped at, listed in :attr:`SearchResult.pruned`, never on the front).
 Every finished trial is committed to the storage as it ends; killing a search loses only the
 running trials, which the next run marks ``FAIL`` at once when it runs on the same machine, and
 optuna's heartbeat within :data:`~sgl.search.stale.GRACE_PERIOD` seconds otherwise
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -34,7 +39,7 @@ import torch
 from sgl.errors import ConfigError, FeatureError, SearchError
 from sgl.search.cache import HopCache
 from sgl.search.config import OPTIMIZERS, SearchConfig
-from sgl.search.evaluate import DesignEvaluator
+from sgl.search.evaluate import DesignEvaluator, EpochPruner
 from sgl.search.objectives import Objective, hypervolume_2d, pareto_front, parse_objectives
 from sgl.search.space import DesignSpace
 from sgl.search.stale import (GRACE_PERIOD, HEARTBEAT_INTERVAL, WORKER_ATTR, fail_dead_trials, report_failed_trial,
@@ -55,6 +60,8 @@ class SearchResult:
     objectives: List[Objective]
     trials: List[Dict[str, Any]] = field(default_factory=list)
     cache: Optional[HopCache] = None
+    #: trials a pruner stopped: number, design, ``pruned_at_epoch``, ``val_acc`` (best so far)
+    pruned: List[Dict[str, Any]] = field(default_factory=list)
 
     @property
     def front(self) -> List[Dict[str, Any]]:
@@ -158,6 +165,9 @@ def _make_sampler(config: SearchConfig, offset: int):
     seed = config.seed + offset  # a resumed search must not replay the first trials' random draws
     if config.optimizer == "random":
         return optuna.samplers.RandomSampler(seed=seed)
+    if config.optimizer == "gp":
+        # Gaussian-process Bayesian optimisation; log-EHVI acquisition with several objectives
+        return optuna.samplers.GPSampler(n_startup_trials=config.startup_trials, seed=seed)
     if config.optimizer == "nsga2":
         population = max(4, min(20, config.trials // 3))
         return optuna.samplers.NSGAIISampler(population_size=population, seed=seed)
@@ -223,12 +233,35 @@ def _collect(study, objectives: Sequence[Objective]) -> List[Dict[str, Any]]:
     return rows
 
 
+def _collect_pruned(study) -> List[Dict[str, Any]]:
+    import optuna
+
+    return [{"number": t.number, "design": t.user_attrs.get("design"),
+             "pruned_at_epoch": t.user_attrs.get("pruned_at_epoch"), "val_acc": t.user_attrs.get("pruned_val_acc")}
+            for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.PRUNED,))]
+
+
+def _counted_states(config: SearchConfig) -> Tuple[Any, ...]:
+    """The trial states ``config.trials`` counts: completed, and pruned too when a pruner runs."""
+    import optuna
+
+    states = optuna.trial.TrialState
+    return (states.COMPLETE,) if config.pruner == "none" else (states.COMPLETE, states.PRUNED)
+
+
+def make_pruner(config: SearchConfig) -> Optional[EpochPruner]:
+    """The config's :class:`~sgl.search.evaluate.EpochPruner` (None for ``pruner="none"``)."""
+    if config.pruner == "none":
+        return None
+    return EpochPruner(config.pruner, config.min_epochs, config.train.epochs, config.reduction_factor)
+
+
 def load_result(storage: Optional[str], study_name: Optional[str] = None) -> SearchResult:
     """Re-read a stored study (``sgl search show``)."""
     study = open_study(storage, study_name)
     meta = study.user_attrs.get(_META) or {}
     objectives = parse_objectives(meta.get("objectives") or [])
-    return SearchResult(study, objectives, _collect(study, objectives))
+    return SearchResult(study, objectives, _collect(study, objectives), pruned=_collect_pruned(study))
 
 
 def run_search(graph: Any, space: Optional[DesignSpace] = None, config: Optional[SearchConfig] = None, *,
@@ -249,25 +282,30 @@ def run_search(graph: Any, space: Optional[DesignSpace] = None, config: Optional
     meta = {"dataset": name, "root": root, "dataset_options": dict(dataset_options or {}),
             "objectives": config.objectives, "space": space.to_dict(), "train": _train_dict(config),
             "seed": config.seed, "optimizer": config.optimizer}
+    if config.pruner != "none":  # older studies have no such key; resuming with another pruner is allowed
+        meta["pruner"] = {"kind": config.pruner, "min_epochs": config.min_epochs,
+                          "reduction_factor": config.reduction_factor}
     study_name = config.study_name or f"sgl-{name}"
     study = open_study(config.storage, study_name, create=meta, config=config)
     fail_dead_trials(study)  # trials a killed run left RUNNING, before they confuse the count or the sampler
     study.sampler = _make_sampler(config, len(study.get_trials(deepcopy=False)))
     evaluator = DesignEvaluator(graph, space, config.train_config(), cache=cache)
     names = [o.name for o in config.objective_list]
+    pruner = make_pruner(config)
+    counted = _counted_states(config)
 
     owner = worker_identity()
 
     def objective(trial) -> Tuple[float, ...]:
         trial.set_user_attr(WORKER_ATTR, owner)
         design = space.suggest(trial)
-        metrics = evaluator.evaluate(design, seed=config.seed)
         trial.set_user_attr("design", design)
         trial.set_user_attr("model_config", space.to_model_config(design))
+        metrics = evaluator.evaluate(design, seed=config.seed, on_epoch=_pruning_hook(pruner, trial))
         trial.set_user_attr("metrics", metrics)
         return tuple(metrics[n] for n in names)
 
-    remaining = config.trials - len(_completed(study))
+    remaining = config.trials - len(study.get_trials(deepcopy=False, states=counted))
     if remaining > 0:
         previous_threads = torch.get_num_threads()
         if config.threads is not None:
@@ -282,12 +320,13 @@ def run_search(graph: Any, space: Optional[DesignSpace] = None, config: Optional
         best = [0.0]  # best validation accuracy this process has seen (the bar's postfix)
 
         def on_trial(study_, trial_) -> None:
-            if bar is not None and trial_.state == optuna.trial.TrialState.COMPLETE:
+            if bar is not None and trial_.state in counted:
                 bar.update(1)
-                best[0] = max(best[0], trial_.user_attrs["metrics"]["accuracy"])
+                if trial_.state == optuna.trial.TrialState.COMPLETE:
+                    best[0] = max(best[0], trial_.user_attrs["metrics"]["accuracy"])
                 bar.set_postfix(best_val=f"{best[0]:.4f}")
 
-        stop = optuna.study.MaxTrialsCallback(config.trials, states=(optuna.trial.TrialState.COMPLETE,))
+        stop = optuna.study.MaxTrialsCallback(config.trials, states=counted)
         try:
             # failed trials (a design that diverges) do not count; cap attempts so a broken space cannot loop forever
             study.optimize(objective, n_trials=3 * remaining + 10, timeout=config.timeout, n_jobs=config.n_jobs,
@@ -296,7 +335,27 @@ def run_search(graph: Any, space: Optional[DesignSpace] = None, config: Optional
             if bar is not None:
                 bar.close()
             torch.set_num_threads(previous_threads)
-    return SearchResult(study, config.objective_list, _collect(study, config.objective_list), evaluator.cache)
+    return SearchResult(study, config.objective_list, _collect(study, config.objective_list), evaluator.cache,
+                        pruned=_collect_pruned(study))
+
+
+def _pruning_hook(pruner: Optional[EpochPruner], trial: Any):
+    """The per-epoch report of one trial: the best validation accuracy so far, judged at each rung."""
+    if pruner is None:
+        return None
+    import optuna
+
+    best = [-math.inf]
+
+    def on_epoch(epochs_done: int, val_acc: float) -> None:
+        best[0] = max(best[0], val_acc)
+        if pruner.should_prune(trial, epochs_done, best[0]):
+            trial.set_user_attr("pruned_at_epoch", epochs_done)
+            trial.set_user_attr("pruned_val_acc", best[0])
+            raise optuna.TrialPruned(f"validation accuracy {best[0]:.4f} after {epochs_done} epochs is not in the "
+                                     f"top 1/{pruner.reduction_factor} of its rung")
+
+    return on_epoch
 
 
 def _check_graph(graph: Any) -> None:
