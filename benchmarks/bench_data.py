@@ -7,10 +7,12 @@ Parts (``--part``, default all that are built):
   rate, documents truncated, mean intra-window cosine, article homogeneity, and throughput
   (documents/s of the greedy stage alone and of the whole packing, encoding excluded).
   Timings are wall-clock on whatever machine runs it.
-* ``lobra`` — LobRA's static replica MILP + per-step dispatch vs one homogeneous scheme on all
-  GPUs, replaying three tasks' real length distributions (FlexSP's Wikipedia lengths, WikiText-2
+* ``lobra`` — LobRA's static replica MILP + per-step dispatch vs the best homogeneous scheme on
+  all GPUs, replaying three mixes of three tasks' real length distributions (FlexSP's Wikipedia lengths, WikiText-2
   sections, SST-2 sentences) through the sequence module's Hydraulis 7B/A100 cost model
   (modelled GPU-seconds, not timings).
+* ``spindle`` — Spindle's wavefront plan vs one big pipeline and an even split per task on a
+  synthetic 4-task multi-modal DAG, 8–64 GPUs (modelled seconds from the operators' curves).
 * ``lm`` — one tiny Llama (``transformers``, from scratch) per (method, seed) trained on the
   sections packed into ``--window`` BPE-token contexts for the same number of real tokens;
   validation perplexity at positions >= ``--long-from`` of whole articles and on short
@@ -98,42 +100,57 @@ def bench_lm(root: str, args) -> list:
 
 def bench_lobra(root: str, steps: int, devices: int) -> dict:
     from sgl.systems.data import wikitext2_sections
-    from sgl.systems.data.lobra import bucketize_lengths, homogeneous_replicas, plan_replicas, simulate
+    from sgl.systems.data.lobra_study import lobra_compare
     from sgl.systems.seq import hydraulis_pool, read_lengths
     from sgl.systems.text import load_sst2
 
     pool = hydraulis_pool(devices)
-    cap = max(p.capacity for p in pool)
-    tasks = {"wikipedia (FlexSP lengths)": read_lengths(Path(root) / "seqlen" / "wikipedia.txt", max_length=cap),
-             "wikitext2 sections (words)": np.array([len(t.split()) for t in wikitext2_sections(root, "train")[0]]),
-             "sst2 sentences (words)": np.array([max(1, len(t.split())) for t in load_sst2(root, "train")[0]])}
-    tasks = {k: v[v <= cap] for k, v in tasks.items()}
-    per_task = {"wikipedia (FlexSP lengths)": 16, "wikitext2 sections (words)": 16, "sst2 sentences (words)": 64}
-    rng = np.random.default_rng(0)
-    batches = [np.concatenate([rng.choice(tasks[k], n) for k, n in per_task.items()]) for _ in range(steps)]
-    bounds = sorted({64, 128, 256, 512, 1024, 2048, 4096, 8192, cap})
-    bucket, b = bucketize_lengths(np.concatenate(batches), bounds)
-    mean_counts = np.ceil(np.bincount(bucket, minlength=len(b)) / steps).astype(int)
-    plan = plan_replicas(pool, devices, b, mean_counts)
-    ours = simulate(pool, plan.replicas, batches, bounds)
-    homo = homogeneous_replicas(pool, devices, int(max(x.max() for x in batches)))
-    base = simulate(pool, homo, batches, bounds)
-    label = lambda rep: ", ".join(f"{r}x {pool[s].label}" for s, r in sorted(rep.items()))
-    print(f"\nLobRA on {devices} GPUs (Hydraulis 7B A100 pool, modelled), {steps} steps of "
-          f"{sum(per_task.values())} sequences ({', '.join(f'{n} {k}' for k, n in per_task.items())})\n")
-    print("| plan | replicas | GPU-seconds | step time (s) |\n|---|---|---|---|")
-    print(f"| one homogeneous scheme | {label(homo)} | {base['gpu_seconds']:.1f} | {base['step_s']:.3f} |")
-    print(f"| LobRA static MILP + per-step dispatch | {label(plan.replicas)} | {ours['gpu_seconds']:.1f} | "
-          f"{ours['step_s']:.3f} |")
-    saving = 1 - ours["gpu_seconds"] / base["gpu_seconds"]
-    print(f"\nGPU-seconds saved: {100 * saving:.1f} % (paper: 45-61 %; target >= 30 %)")
-    return {"ours": ours, "homogeneous": base, "saving": saving, "replicas": label(plan.replicas)}
+    tasks = {"wikipedia": read_lengths(Path(root) / "seqlen" / "wikipedia.txt"),
+             "wikitext2": np.array([len(t.split()) for t in wikitext2_sections(root, "train")[0]]),
+             "sst2": np.array([max(1, len(t.split())) for t in load_sst2(root, "train")[0]])}
+    mixes = {"long-heavy": {"wikipedia": 16, "wikitext2": 16, "sst2": 64},
+             "short-heavy": {"wikipedia": 4, "wikitext2": 16, "sst2": 256},
+             "mostly-short": {"wikipedia": 1, "wikitext2": 8, "sst2": 512}}
+    print(f"\nLobRA on {devices} GPUs (Hydraulis 7B A100-40GB pool, modelled), {steps} replayed steps per mix; "
+          "lengths: FlexSP Wikipedia tokens, WikiText-2 sections and SST-2 sentences in words\n")
+    print("| mix (sequences per step) | best homogeneous scheme | GPU-s | LobRA replicas | GPU-s | saved | "
+          "compute-term ceiling |\n|---|---|---|---|---|---|---|")
+    out = {}
+    for name, mix in mixes.items():
+        r = lobra_compare(pool, devices, tasks, mix, steps)
+        out[name] = r
+        print(f"| {name} ({', '.join(f'{n} {k}' for k, n in mix.items())}) | {r['homogeneous']['replicas']} | "
+              f"{r['homogeneous']['gpu_seconds']:.1f} | {r['lobra']['replicas']} | {r['lobra']['gpu_seconds']:.1f} | "
+              f"{100 * r['saving']:.1f} % | {100 * r['compute_ceiling']:.1f} % |", flush=True)
+    return out
+
+
+def bench_spindle(devices_list=(8, 16, 32, 64)) -> dict:
+    from sgl.systems.data.spindle import SpindleConfig, compare_baselines
+    from sgl.systems.data.spindle_dag import mtmm_dag
+
+    dag = mtmm_dag()
+    print(f"\nSpindle on the synthetic 4-task multi-modal DAG ({len(dag.ops)} operators, Amdahl curves; modelled "
+          "seconds per step, 8 GPUs per node, 150/12.5 GB/s links)\n")
+    print("| GPUs | spindle | lower bound | one big pipeline | even split | vs big pipeline | vs even split | "
+          "P2P s (p2p map / first fit) | plan s |\n|---|---|---|---|---|---|---|---|---|")
+    out = {}
+    for n in devices_list:
+        started = time.perf_counter()
+        r = compare_baselines(dag, SpindleConfig(devices=n))
+        r["plan_seconds"] = time.perf_counter() - started
+        out[n] = r
+        print(f"| {n} | {r['spindle']:.3f} | {r['lower_bound']:.3f} | {r['big_pipeline']:.3f} | "
+              f"{r['even_split']:.3f} | "
+              f"{100 * r['faster_than_big_pipeline']:.1f} % | {100 * r['faster_than_even_split']:.1f} % | "
+              f"{r['p2p_seconds']:.4f} / {r['p2p_seconds_first_fit']:.4f} | {r['plan_seconds']:.2f} |")
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", default=str(ROOT.parent / "shared" / "datasets"))
-    parser.add_argument("--part", default="all", choices=("all", "pack", "lm", "lobra"))
+    parser.add_argument("--part", default="all", choices=("all", "pack", "lm", "lobra", "spindle"))
     parser.add_argument("--lobra-steps", type=int, default=10)
     parser.add_argument("--devices", type=int, default=16)
     parser.add_argument("--window", type=int, default=2048, help="pack part: tokens (words) per window")
@@ -162,6 +179,8 @@ def main() -> None:
         out["lm"] = bench_lm(args.root, args)
     if args.part in ("all", "lobra"):
         out["lobra"] = bench_lobra(args.root, args.lobra_steps, args.devices)
+    if args.part in ("all", "spindle"):
+        out["spindle"] = bench_spindle()
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2, default=float))
 

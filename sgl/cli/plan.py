@@ -20,7 +20,7 @@ __all__ = ["register", "parse_memory_gb", "PLAN_EXTENSIONS"]
 
 #: modules that add ``sgl plan <kind>`` subcommands through ``register_plan(subparsers)``
 #: (sequence plans, LoRA/Spindle plans, serving plans); their parsers import no torch either
-PLAN_EXTENSIONS: tuple = ("sgl.cli.plan_seq", "sgl.cli.plan_serving")
+PLAN_EXTENSIONS: tuple = ("sgl.cli.plan_seq", "sgl.cli.plan_serving", "sgl.cli.plan_data")
 
 #: dest -> the name its value has in PlanSearchConfig (error messages name the flag)
 _LIBRARY_NAMES = {"memory": "memory_gb", "granularity": "granularity_mb", "profile": "profile_dir",

@@ -6,7 +6,14 @@
 * :mod:`~sgl.systems.data.packing` — the :class:`Packing` type, overlong policy, greedy / BFD /
   concatenation packers, the ICLM similarity chain;
 * :mod:`~sgl.systems.data.datasculpt` — the pipeline (:func:`pack_documents`, :func:`pack_arrays`);
-* :mod:`~sgl.systems.data.stream` — the same pipeline over a corpus larger than memory.
+* :mod:`~sgl.systems.data.stream` — the same pipeline over a corpus larger than memory;
+* Spindle — :mod:`~sgl.systems.data.spindle_dag` (operator DAG, scaling curves, waves),
+  :mod:`~sgl.systems.data.spindle_alloc` (makespan bisection, rounding, lane packing),
+  :mod:`~sgl.systems.data.spindle_sim` (links, replay, checks), :mod:`~sgl.systems.data.spindle`
+  (planner, device mapping, baselines);
+* LobRA — :mod:`~sgl.systems.data.lora` and :mod:`~sgl.systems.data.lora_train` (multi-LoRA on
+  one frozen model, the joint training loop; import torch, so not re-exported here),
+  :mod:`~sgl.systems.data.lobra` (replica MILP, dispatch, replay), :mod:`~sgl.systems.data.lobra_study`.
 
 >>> from sgl.systems.data import PackConfig, pack_documents
 >>> r = pack_documents(["a b c"] * 4, PackConfig(window=6, method="bfd"))
@@ -18,11 +25,21 @@ from sgl.systems.data.corpus import (iter_corpus, read_corpus, tokenizer_lengths
                                      wikitext2_sections)
 from sgl.systems.data.datasculpt import PACK_METHODS, PackConfig, PackResult, pack_arrays, pack_documents
 from sgl.systems.data.embed import HiddenStateEncoder, TfidfSvdEncoder
+from sgl.systems.data.lobra_study import best_homogeneous, compute_ceiling, lobra_compare
 from sgl.systems.data.metrics import packing_metrics
 from sgl.systems.data.packing import OVERLONG_POLICIES, Packing, bfd_assign, concat_segments, greedy_assign
+from sgl.systems.data.spindle import (SpindleConfig, SpindlePlanner, SpindleResult, big_pipeline, compare_baselines,
+                                      even_split, spindle_lower_bound)
+from sgl.systems.data.spindle_alloc import continuous_makespan, pack_wave, round_allocation
+from sgl.systems.data.spindle_dag import ScalingCurve, SpindleOp, TaskDAG, load_dag, mtmm_dag
+from sgl.systems.data.spindle_sim import LinkModel, Schedule, replay, validate_schedule
 from sgl.systems.data.stream import pack_stream
 
 __all__ = ["PackConfig", "PackResult", "PACK_METHODS", "pack_documents", "pack_arrays", "pack_stream", "Packing",
            "OVERLONG_POLICIES", "greedy_assign", "bfd_assign", "concat_segments", "packing_metrics",
            "TfidfSvdEncoder", "HiddenStateEncoder", "kmeans_centroids", "isodata_centroids", "assign_clusters",
-           "iter_corpus", "read_corpus", "wikitext2_sections", "whitespace_tokens", "tokenizer_lengths"]
+           "iter_corpus", "read_corpus", "wikitext2_sections", "whitespace_tokens", "tokenizer_lengths",
+           "ScalingCurve", "SpindleOp", "TaskDAG", "load_dag", "mtmm_dag", "continuous_makespan", "round_allocation",
+           "pack_wave", "LinkModel", "Schedule", "replay", "validate_schedule", "SpindleConfig", "SpindlePlanner",
+           "SpindleResult", "big_pipeline", "even_split", "compare_baselines", "spindle_lower_bound",
+           "lobra_compare", "best_homogeneous", "compute_ceiling"]

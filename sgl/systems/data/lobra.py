@@ -11,7 +11,7 @@ scheme ``s`` holds ``m_bs = ⌊cap_s / L_b⌋`` of them.
 dispatch counts ``n_bsk`` and micro-batch counts ``μ_bsk``::
 
     min T  s.t.  Σ_sk g_s·y_sk = N,   Σ_sk n_bsk = n_b,   n_bsk <= n_b·u_bsk,  u_bsk <= y_sk
-                 (only if L_b <= cap_s),  n_bsk <= m_bs·μ_bsk,  z_sk >= u_bsk·(m_bs·t_s(L_b) + c_s),
+                 (only if L_b <= cap_s),  n_bsk <= m_bs·μ_bsk,  z_sk >= u_bsk·(min(m_bs, n_b)·t_s(L_b) + c_s),
                  Σ_b t_s(L_b)·n_bsk + c_s·μ_bsk + (pp_s − 1)·z_sk <= T   for every slot,
 
 ``t_s(L) = a_s L² + b_s L``, so the replica counts (integers, Σ replicas·GPUs = N) minimise the
@@ -112,7 +112,7 @@ def _milp(pool, devices, bucket_len, bucket_count, fixed: Optional[Dict[int, int
             add({nb: 1.0, used: -n[b]}, -np.inf, 0.0)         # n_bsk <= n_b * u_bsk
             add({used: 1.0, j: -1.0}, -np.inf, 0.0)           # u_bsk <= y_sk
             add({nb: 1.0, mu: -per[b]}, -np.inf, 0.0)         # n <= m * mu
-            add({used: per[b] * seq + p.c, z: -1.0}, -np.inf, 0.0)  # bubble >= a full micro-batch of b
+            add({used: min(per[b], max(n[b], 1.0)) * seq + p.c, z: -1.0}, -np.inf, 0.0)  # bubble >= largest mb of b
             time_row[nb] = seq
             time_row[mu] = p.c
         add(time_row, -np.inf, 0.0)

@@ -40,13 +40,14 @@ def _brute_force(pool, devices, lengths, counts):
                     per = [max(1, p.capacity // length) for length in lengths]
                     seq = [p.a * length ** 2 + p.b * length for length in lengths]
                     t = sum(n * seq[b] + p.c * math.ceil(n / per[b]) for b, n in enumerate(load[slot]))
-                    bubble = max([per[b] * seq[b] + p.c for b, n in enumerate(load[slot]) if n], default=0.0)
+                    bubble = max([min(per[b], counts[b]) * seq[b] + p.c for b, n in enumerate(load[slot]) if n],
+                                 default=0.0)  # the largest micro-batch a bucket can fill
                     worst = max(worst, t + (p.pp - 1) * bubble)
                 best = min(best, worst)
     return best
 
 
-@pytest.mark.parametrize("counts", [(3, 1), (5, 0), (2, 2)])
+@pytest.mark.parametrize("counts", [(3, 1), (5, 0), (2, 2), (1, 1)])
 def test_static_milp_equals_brute_force(counts):
     pool, lengths = _pool(), [300, 1500]
     plan = plan_replicas(pool, 4, lengths, list(counts))
