@@ -51,21 +51,10 @@ def _aligned(size: np.ndarray, alignment: int) -> np.ndarray:
 
 
 def new_highs(time_limit: float) -> "highspy.Highs":
-    """A silent HiGHS instance with a time limit (its one-off banner goes to /dev/null, not stdout)."""
-    import os
-    import sys
+    """A silent HiGHS instance (banner muted by :func:`sgl.systems.seq.milp.quiet_highs`) with a time limit."""
+    from sgl.systems.seq.milp import quiet_highs
 
-    import highspy
-
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 1)
-            h = highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
+    h = quiet_highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", float(time_limit))
     h.setOptionValue("threads", 1)

@@ -25,12 +25,12 @@ import numpy as np
 
 from sgl.errors import PlanError
 
-__all__ = ["MilpResult", "solve_milp"]
+__all__ = ["MilpResult", "solve_milp", "quiet_highs"]
 
 _BANNER_SHOWN = False
 
 
-def _quiet_highs():
+def quiet_highs():
     """A ``Highs`` instance; the first one is built with stdout muted (HiGHS prints a banner once)."""
     global _BANNER_SHOWN
     import highspy
@@ -84,7 +84,7 @@ def solve_milp(c, A, row_lo: Sequence[float], row_hi: Sequence[float], col_lo, c
     lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n_cols, n_rows
     lp.integrality_ = [highspy.HighsVarType.kInteger if flag else highspy.HighsVarType.kContinuous
                        for flag in np.asarray(integrality, dtype=bool)]
-    h = _quiet_highs()
+    h = quiet_highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", float(max(time_limit, 1e-3)))
     h.setOptionValue("mip_rel_gap", float(gap))
