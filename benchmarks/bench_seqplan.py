@@ -40,15 +40,20 @@ def seq_rows(lengths, devices, steps, time_limit, tokens_per_device=TOKENS_PER_D
             cap = max_len or min(top, 256 * 1024)
             batches = GlobalBatchSampler(lengths, tokens_per_step=n * tokens_per_device, seed=0,
                                          max_length=cap).batches(steps)
-            methods = [("flexsp", "ring"), ("mesh", "ring"), ("mesh", "best"), ("switch", "ring")]
+            # mesh: the shipped planner (cheaper of ring/Ulysses per size, may fall back to the best static
+            # strategy for a step) and the paper's pure ring DP x CP mesh as an ablation
+            methods = [("flexsp", "ring", True), ("mesh", "best", True), ("mesh", "ring", False),
+                       ("switch", "ring", True)]
             if max_len is None:
                 methods = methods[:1]
-            for method, groups in methods:
+            for method, groups, fallback in methods:
                 res = compare(method, batches, n, 80.0, max_length=max_len, time_limit=time_limit,
-                              mesh_groups=groups)
-                label = method if method != "mesh" else f"mesh-{groups}"
+                              mesh_groups=groups, mesh_fallback=fallback)
+                label = method if method != "mesh" else ("mesh" if fallback else f"mesh-{groups} (pure)")
                 own = [x.split(": ")[1] for x in res.notes if x.startswith("vs the static DP x CP mesh")]
-                yield (label, n, name, max_len or max(int(b.max()) for b in batches), res, own[0] if own else "")
+                steady = [x.rsplit(" ", 1)[1] for x in res.notes if "ratio without it" in x]
+                yield (label, n, name, max_len or max(int(b.max()) for b in batches), res,
+                       own[0] if own else "", steady[0] if steady else "")
 
 
 def hydraulis_rows(lengths, devices, steps, time_limit):
@@ -90,15 +95,16 @@ def main():
     devices = [int(x) for x in args.devices.split(",")]
     skip = set(args.skip.split(","))
     warnings.simplefilter("ignore", RuntimeWarning)
+    compare("flexsp", [lengths[:64]], 8, 80.0)          # compile the greedy loops once (numba), untimed
     if "seq" not in skip:
         print("| method | devices | setting | max length | best static | static ms/step | planned ms/step | ratio "
-              "| vs static DPxCP mesh | solver s/step | saved ms/step |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
-        for label, n, name, top, res, own in seq_rows(lengths, devices, args.steps, args.time_limit,
+              "| w/o one-time comms | vs static DPxCP mesh | solver s/step | saved ms/step |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for label, n, name, top, res, own, steady in seq_rows(lengths, devices, args.steps, args.time_limit,
                                                       args.tokens_per_device):
             steps = len(res.planned_ms)
             print(f"| {label} | {n} | {name} | {top} | {res.static_label} | {sum(res.static_ms) / steps:.0f} | "
-                  f"{sum(res.planned_ms) / steps:.0f} | {res.ratio:.3f} | {own} | "
+                  f"{sum(res.planned_ms) / steps:.0f} | {res.ratio:.3f} | {steady} | {own} | "
                   f"{np.mean(res.solver_seconds):.2f} | {res.saved_ms_per_step:.0f} |", flush=True)
     if "hydraulis" not in skip:
         print("\n| Hydraulis | devices | max length | best static | static ms/step | planned ms/step | ratio "

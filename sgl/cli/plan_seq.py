@@ -38,7 +38,7 @@ def register_plan(sub: Any) -> None:
     s.add_argument("--max-length", type=int, default=None,
                    help="the run's context length: longer sequences are dropped; the static baseline must hold it "
                         "(default: the longest length in the file)")
-    s.add_argument("--mesh-groups", choices=("ring", "ulysses", "best"), default="ring",
+    s.add_argument("--mesh-groups", choices=("ring", "ulysses", "best"), default="best",
                    help="--method mesh: ring-attention CP groups, Ulysses SP groups or the cheaper per size")
     s.add_argument("--time-limit", type=float, default=0.5, help="MILP/ILP time limit per solve (s)")
     s.add_argument("--calibrate", default=None, metavar="MODEL",

@@ -88,8 +88,9 @@ def best_static(pool: Sequence[StrategyCost], batches: Sequence[np.ndarray], dev
 
 def compare(method: str, batches: Sequence, devices: int, memory_gb: float = 80.0, *,
             max_length: Optional[int] = None, time_limit: float = 0.5, sample: Optional[np.ndarray] = None,
-            model: Optional[SeqCostModel] = None, mesh_groups: str = "ring",
-            hydraulis_ilp: bool = True) -> Comparison:
+            model: Optional[SeqCostModel] = None, mesh_groups: str = "best",
+            hydraulis_ilp: bool = True, milp_patience: int = 3,
+            mesh_fallback: bool = True) -> Comparison:
     """Plan ``batches`` with ``method`` and compare with the best static strategy (module doc).
 
     ``sample`` (Hydraulis): the length sample its replica DP plans on (default: the batches);
@@ -97,6 +98,10 @@ def compare(method: str, batches: Sequence, devices: int, memory_gb: float = 80.
     packs greedily only.
     ``mesh_groups``: the dynamic mesh's group kind (``ring``, ``ulysses``, ``best``); its notes
     also give the ratio against the static DP×CP mesh of the same group kind.
+    ``milp_patience``: FlexSP / mesh MILPs are skipped after that many consecutive micro-batches
+    on which they did not beat the balanced heuristic (retried every 8th; ``0`` always solves).
+    ``mesh_fallback``: the dynamic mesh may run a step on the best static strategy instead
+    (paying the mode-switch cost; :class:`DynamicMeshPlanner`); ``False`` gives the pure DP×CP mesh.
     """
     check_choice(method, "method", METHODS, error=PlanError)
     devices = check_int(devices, "devices", 1, error=PlanError)
@@ -112,7 +117,8 @@ def compare(method: str, batches: Sequence, devices: int, memory_gb: float = 80.
             pool = hydraulis_pool(devices, memory_gb * 2**30)
             check_fits(np.array([max_length]), pool)
             planner = HydraulisPlanner(pool, devices, time_limit=min(time_limit, 0.02),
-                                       max_ilp_sequences=160 if hydraulis_ilp else 0)
+                                       max_ilp_sequences=160 if hydraulis_ilp else 0,
+                                       ilp_patience=milp_patience)
             per_step = int(np.mean([b.size for b in batches]))
             planner.build_replicas(np.concatenate(batches) if sample is None else sample, max(1, per_step))
             plans = [planner.plan(b) for b in batches]
@@ -123,13 +129,21 @@ def compare(method: str, batches: Sequence, devices: int, memory_gb: float = 80.
             model = model or flexsp_cost_model(devices, memory_gb)
             static_cost, static_ms = best_static(static_pool(model), batches, devices, max_length)
             if method == "flexsp":
-                planner = FlexSPPlanner(model.sp_pool(), devices, time_limit=time_limit, bound_gap=0.01)
+                planner = FlexSPPlanner(model.sp_pool(), devices, time_limit=time_limit, bound_gap=0.01,
+                                        milp_patience=milp_patience)
                 check_fits(np.array([max_length]), planner.pool)
                 plans = [planner.plan(b) for b in batches]
             elif method == "mesh":
                 mesh = DynamicMeshPlanner(model, devices, max_length=max_length, time_limit=time_limit,
-                                          groups=mesh_groups)
+                                          groups=mesh_groups, milp_patience=milp_patience,
+                                          fallback=static_cost if mesh_fallback else None)
                 plans = [mesh.plan(b) for b in batches]
+                steady = sum(static_ms) / (sum(p.time for p in plans) - mesh.created_ms)
+                notes.append(f"one-time communicator creation {mesh.created_ms:.0f} ms over the run; "
+                             f"ratio without it {steady:.3f}x")
+                if mesh_fallback:
+                    used = sum(p.status.startswith("fallback") for p in plans)
+                    notes.append(f"steps on the fallback {static_cost.label}: {used} of {len(plans)}")
                 own, own_ms = best_static(mesh.pool, batches, devices, max_length)
                 notes.append(f"vs the static DP x CP mesh ({own.label}): "
                              f"{sum(own_ms) / sum(p.time for p in plans):.3f}x")

@@ -43,7 +43,8 @@ from sgl.errors import PlanError
 from sgl.systems.seq.cost import StrategyCost, longest_supported
 from sgl.systems.seq.lengths import check_lengths
 from sgl.systems.seq.milp import solve_milp
-from sgl.systems.seq.packing import assign, blast, bucketize
+from sgl.systems.seq._greedy import earliest_finish
+from sgl.systems.seq.packing import assign, blast, bucketize, members_in_order
 from sgl.systems.seq.plan import GroupWork, StepPlan
 
 __all__ = ["FlexSPPlanner", "check_fits"]
@@ -63,10 +64,17 @@ def check_fits(lengths: np.ndarray, pool: Sequence[StrategyCost]) -> None:
 
 
 class FlexSPPlanner:
-    """Plans steps over ``devices`` devices with an SP-group pool (``SeqCostModel.sp_pool()``)."""
+    """Plans steps over ``devices`` devices with an SP-group pool (``SeqCostModel.sp_pool()``).
+
+    Solver latency controls: ``bound_gap`` skips the MILP when the balanced heuristic is within that
+    share of :meth:`lower_bound`; ``milp_patience = k > 0`` skips it after ``k`` consecutive
+    micro-batches on which it did not beat the heuristic (state kept across steps), trying it again
+    on every ``milp_retry``-th skipped one and resuming as soon as it wins.
+    """
 
     def __init__(self, pool: Sequence[StrategyCost], devices: int, *, time_limit: float = 1.0,
-                 max_buckets: int = 16, tolerance: float = 0.02, seed: int = 0, bound_gap: float = 0.0) -> None:
+                 max_buckets: int = 16, tolerance: float = 0.02, seed: int = 0, bound_gap: float = 0.0,
+                 milp_patience: int = 0, milp_retry: int = 8) -> None:
         self.devices = check_int(devices, "devices", 1, error=PlanError)
         self.pool = sorted((p for p in pool if p.devices <= self.devices), key=lambda p: p.devices)
         if not self.pool:
@@ -78,6 +86,10 @@ class FlexSPPlanner:
         self.tolerance = check_real(tolerance, "tolerance", 0.0, error=PlanError)
         self.seed = seed
         self.bound_gap = check_real(bound_gap, "bound_gap", 0.0, error=PlanError)
+        self.milp_patience = check_int(milp_patience, "milp_patience", 0, error=PlanError)
+        self.milp_retry = check_int(milp_retry, "milp_retry", 1, error=PlanError)
+        self._no_gain = 0           # consecutive micro-batches where the MILP did not beat the heuristic
+        self._skipped = 0
         # the cluster's tokens per micro-batch: the tightest per-device capacity × N
         self.cluster_capacity = int(min(p.capacity / p.devices for p in self.pool) * self.devices)
 
@@ -168,28 +180,12 @@ class FlexSPPlanner:
             groups += [base] * min(free // base.devices, order.size)
             if not groups:
                 continue
-            tokens = np.zeros(len(groups), dtype=np.int64)
-            load = np.array([g.c for g in groups], dtype=np.float64)
-            ga = np.array([g.a for g in groups])
-            gb = np.array([g.b for g in groups])
-            caps = np.array([g.capacity for g in groups])
-            owner = np.full(lengths.size, -1, dtype=np.int64)
-            ok = True
-            for i in order:                              # vectorised over the groups
-                s = float(lengths[i])
-                finish = load + ga * s * s + gb * s
-                finish[tokens + s > caps] = np.inf
-                j = int(np.argmin(finish))
-                if not np.isfinite(finish[j]):
-                    ok = False
-                    break
-                owner[i] = j
-                tokens[j] += int(s)
-                load[j] = finish[j]
+            owner, ok = earliest_finish(order, lengths, [g.c for g in groups], [g.a for g in groups],
+                                        [g.b for g in groups], [g.capacity for g in groups])
             if not ok:
                 continue
-            members = [np.sort(np.flatnonzero(owner == j)).tolist() for j in range(len(groups))]
-            phase = [GroupWork(g, [np.asarray(m)], lengths) for g, m in zip(groups, members) if m]
+            members = members_in_order(owner, np.sort(order), len(groups))
+            phase = [GroupWork(g, [m], lengths) for g, m in zip(groups, members) if m.size]
             if best is None or max(g.time for g in phase) < max(g.time for g in best):
                 best = phase
         return best
@@ -212,11 +208,27 @@ class FlexSPPlanner:
         of :meth:`lower_bound` (status ``"heuristic (within bound)"``): the MILP could gain no more.
         """
         sub = lengths[idx]
-        if self.bound_gap > 0:
-            t0 = time.perf_counter()
-            quick = self._heuristic(lengths, idx)
-            if quick is not None and max(g.time for g in quick) <= self.lower_bound(sub) * (1 + self.bound_gap):
+        t0 = time.perf_counter()
+        quick = self._heuristic(lengths, idx)
+        if quick is not None and self.bound_gap > 0:
+            if max(g.time for g in quick) <= self.lower_bound(sub) * (1 + self.bound_gap):
                 return quick, "heuristic (within bound)", time.perf_counter() - t0
+        if quick is not None and self.milp_patience and self._no_gain >= self.milp_patience:
+            self._skipped += 1
+            if self._skipped % self.milp_retry:
+                return (quick, f"heuristic (MILP skipped: no gain on {self._no_gain} micro-batches)",
+                        time.perf_counter() - t0)
+        groups, status, _ = self._solve_milp(lengths, idx, quick)
+        if status.startswith("heuristic"):
+            self._no_gain += 1
+        else:
+            self._no_gain, self._skipped = 0, 0
+        return groups, status, time.perf_counter() - t0
+
+    def _solve_milp(self, lengths: np.ndarray, idx: np.ndarray, heuristic: Optional[List[GroupWork]]
+                    ) -> Tuple[List[GroupWork], str, float]:
+        """The MILP over the bucketed micro-batch, warm-started by (and never worse than) ``heuristic``."""
+        sub = lengths[idx]
         bounds, which = bucketize(sub, self.max_buckets, self.tolerance)
         counts = np.bincount(which, minlength=bounds.size)
         options = self._options(sub.size, int(sub.max()))
@@ -257,7 +269,6 @@ class FlexSPPlanner:
         objective = np.zeros(n_cols)
         objective[-1] = 1.0
 
-        heuristic = self._heuristic(lengths, idx)
         start = None
         if heuristic is not None:
             start = np.zeros(n_cols)
@@ -284,18 +295,18 @@ class FlexSPPlanner:
                                 f"({int(sub.sum())} tokens); give more memory or devices")
             if status == "error":
                 warnings.warn("FlexSP MILP failed (HiGHS reported a solve error); using the balanced heuristic "
-                              "grouping", RuntimeWarning, stacklevel=3)
+                              "grouping", RuntimeWarning, stacklevel=4)
                 status = "heuristic (solver error)"
             elif status != "optimal":
                 warnings.warn(f"FlexSP MILP stopped at its {self.time_limit:g}s time limit without beating "
-                              f"the balanced heuristic; using the heuristic grouping", RuntimeWarning, stacklevel=3)
+                              f"the balanced heuristic; using the heuristic grouping", RuntimeWarning, stacklevel=4)
                 status = "heuristic (solver time-out)"
             else:
                 status = "heuristic (bucket padding)"
             groups = heuristic
         elif status == "time_limit":
             warnings.warn(f"FlexSP MILP hit its {self.time_limit:g}s time limit; using its best incumbent "
-                          f"(no worse than the heuristic)", RuntimeWarning, stacklevel=3)
+                          f"(no worse than the heuristic)", RuntimeWarning, stacklevel=4)
         return groups, status, result.seconds
 
     def _decode(self, lengths, idx, which, x, options, K, P) -> List[GroupWork]:

@@ -62,11 +62,14 @@ class HydraulisPlanner:
     Latency defaults (per-step solver time must stay below the few % of step time it saves):
     ILP time limit 20 ms, no ILP when the greedy packing is within ``bound_gap`` = 5 % of its
     lower bound, no extra dispatch shuffles (on the real length lists they did not beat the
-    longest-first order), a vectorised replica DP.
+    longest-first order), a vectorised replica DP. ``ilp_patience = k > 0``: after ``k`` packing
+    ILPs in a row that did not beat the greedy packing, the ILP runs only on every
+    ``ilp_retry``-th call until it wins again (as :class:`FlexSPPlanner`'s ``milp_patience``).
     """
 
     def __init__(self, pool: Sequence[StrategyCost], devices: int, *, time_limit: float = 0.02,
-                 shuffles: int = 0, seed: int = 0, max_ilp_sequences: int = 160, bound_gap: float = 0.05) -> None:
+                 shuffles: int = 0, seed: int = 0, max_ilp_sequences: int = 160, bound_gap: float = 0.05,
+                 ilp_patience: int = 0, ilp_retry: int = 8) -> None:
         self.devices = check_int(devices, "devices", 1, error=PlanError)
         self.pool = [p for p in pool if p.devices <= self.devices and p.capacity > 0]
         if not self.pool:
@@ -77,6 +80,9 @@ class HydraulisPlanner:
         self.max_ilp_sequences = max_ilp_sequences
         self.bound_gap = check_real(bound_gap, "bound_gap", 0.0, error=PlanError)
         self.replicas: List[Replica] = []
+        self.ilp_patience = check_int(ilp_patience, "ilp_patience", 0, error=PlanError)
+        self.ilp_retry = check_int(ilp_retry, "ilp_retry", 1, error=PlanError)
+        self._no_gain, self._skipped = 0, 0     # packing ILPs in a row that did not beat greedy
 
     # ------------------------------------------------------------------ strategy DP
     def build_replicas(self, lengths, batch_size: int, bins: Optional[Sequence[int]] = None) -> List[Replica]:
@@ -237,6 +243,12 @@ class HydraulisPlanner:
         o = res.x[:-1].reshape(u, v) > 0.5
         return [np.flatnonzero(o[:, j]) for j in range(v) if o[:, j].any()], res.status
 
+    def _try_ilp(self, greedy) -> bool:
+        if greedy is None or not self.ilp_patience or self._no_gain < self.ilp_patience:
+            return True
+        self._skipped += 1
+        return self._skipped % self.ilp_retry == 0
+
     def pack(self, cost: StrategyCost, lengths: np.ndarray) -> tuple:
         """``(micro-batches as index arrays into lengths, status)`` for one replica.
 
@@ -256,10 +268,13 @@ class HydraulisPlanner:
             greedy = self._greedy_pack(cost, lengths, v)
             cand, cand_status = greedy, "heuristic"
             makespan = np.inf if greedy is None else max(float(t[b].sum()) for b in greedy)
-            if u <= self.max_ilp_sequences and v > 1 and makespan > bound * (1 + self.bound_gap):
+            if u <= self.max_ilp_sequences and v > 1 and makespan > bound * (1 + self.bound_gap) \
+                    and self._try_ilp(greedy):
                 ilp, ilp_status = self._ilp(cost, lengths, t, v, greedy)
-                if ilp is not None and (greedy is None or cost.replica_time([lengths[b] for b in ilp]) <=
-                                        cost.replica_time([lengths[b] for b in greedy])):
+                gain = ilp is not None and (greedy is None or cost.replica_time([lengths[b] for b in ilp]) <
+                                            cost.replica_time([lengths[b] for b in greedy]))
+                self._no_gain, self._skipped = (0, 0) if gain else (self._no_gain + 1, self._skipped)
+                if gain or (ilp is not None and greedy is None):
                     cand, cand_status = ilp, ilp_status
             elif greedy is not None and makespan <= bound * (1 + self.bound_gap):
                 cand_status = "optimal"               # within bound_gap of the lower bound

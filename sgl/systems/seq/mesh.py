@@ -38,10 +38,11 @@ import numpy as np
 
 from sgl._checks import check_choice, check_int, check_real
 from sgl.errors import PlanError
-from sgl.systems.seq.cost import SeqCostModel, StrategyCost
+from sgl.systems.seq.cost import SeqCostModel, StrategyCost, longest_supported
 from sgl.systems.seq.flexsp import FlexSPPlanner, check_fits
 from sgl.systems.seq.lengths import check_lengths
-from sgl.systems.seq.packing import blast
+from sgl.systems.seq._greedy import earliest_finish
+from sgl.systems.seq.packing import blast, members_in_order
 from sgl.systems.seq.plan import GroupWork, StepPlan
 
 __all__ = ["DynamicMeshPlanner", "fill_groups", "layout"]
@@ -59,23 +60,12 @@ def layout(groups: Sequence[StrategyCost]) -> Tuple[Tuple[int, int], ...]:
 def fill_groups(lengths: np.ndarray, idx: np.ndarray, groups: Sequence[StrategyCost]) -> Optional[List[GroupWork]]:
     """Longest-first onto the group finishing earliest among those with room; ``None`` if one does not fit."""
     order = idx[np.argsort(-lengths[idx], kind="stable")]
-    tokens = np.zeros(len(groups), dtype=np.int64)
-    load = np.array([g.c for g in groups], dtype=np.float64)
-    ga = np.array([g.a for g in groups])
-    gb = np.array([g.b for g in groups])
-    caps = np.array([g.capacity for g in groups])
-    members: List[List[int]] = [[] for _ in groups]
-    for i in order:                                  # vectorised over the groups
-        s = float(lengths[i])
-        finish = load + ga * s * s + gb * s
-        finish[tokens + s > caps] = np.inf
-        j = int(np.argmin(finish))
-        if not np.isfinite(finish[j]):
-            return None
-        members[j].append(int(i))
-        tokens[j] += int(s)
-        load[j] = finish[j]
-    return [GroupWork(g, [np.asarray(m)], lengths) for g, m in zip(groups, members) if m]
+    owner, ok = earliest_finish(order, lengths, [g.c for g in groups], [g.a for g in groups],
+                                [g.b for g in groups], [g.capacity for g in groups])
+    if not ok:
+        return None
+    members = members_in_order(owner, order, len(groups))
+    return [GroupWork(g, [m], lengths) for g, m in zip(groups, members) if m.size]
 
 
 class DynamicMeshPlanner:
@@ -90,7 +80,8 @@ class DynamicMeshPlanner:
     def __init__(self, model: SeqCostModel, devices: int, *, max_length: Optional[int] = None,
                  regroup_ms: float = 2.0, comm_init_ms: float = 100.0, time_limit: float = 0.5,
                  use_milp: bool = True, max_buckets: int = 16, tolerance: float = 0.02,
-                 groups: str = "ring") -> None:
+                 groups: str = "ring", milp_patience: int = 0, fallback: Optional[StrategyCost] = None,
+                 bandwidth_gbps: float = 8.7) -> None:
         self.devices = check_int(devices, "devices", 1, error=PlanError)
         check_choice(groups, "groups", ("ring", "ulysses", "best"), error=PlanError)
         ring = model.cp_pool(devices)
@@ -106,7 +97,12 @@ class DynamicMeshPlanner:
         self.comm_init_ms = check_real(comm_init_ms, "comm_init_ms", 0.0, error=PlanError)
         self.use_milp = bool(use_milp)
         self.flex = FlexSPPlanner(self.pool, self.devices, time_limit=time_limit, max_buckets=max_buckets,
-                                  tolerance=tolerance, bound_gap=0.01)
+                                  tolerance=tolerance, bound_gap=0.01, milp_patience=milp_patience)
+        self.model = model
+        self.fallback = fallback
+        self.bandwidth_gbps = check_real(bandwidth_gbps, "bandwidth_gbps", 0.0, open_low=True, error=PlanError)
+        if fallback is not None and (fallback.devices > self.devices or fallback.pp != 1):
+            raise PlanError(f"the fallback strategy {fallback.label} must use at most {self.devices} devices and pp = 1")
         self.max_length = None if max_length is None else check_int(max_length, "max_length", 1, error=PlanError)
         if self.max_length is not None:
             check_fits(np.array([self.max_length]), self.pool)
@@ -117,6 +113,8 @@ class DynamicMeshPlanner:
         (every run creates those at start-up, so they cost the dynamic plan nothing extra)."""
         self._last: Optional[List[StrategyCost]] = None
         self._comms: Set[Tuple[int, int]] = set()
+        self._mode: Optional[str] = None            # "dynamic" or "fallback" (None before the first step)
+        self.created_ms = 0.0                       # one-time communicator creation charged so far
         if self.max_length is not None:
             static = self.static_cp()
             self._comms.update(layout([static] * (self.devices // static.devices)))
@@ -176,11 +174,50 @@ class DynamicMeshPlanner:
                             f"tokens) on {self.devices} devices")
         return out
 
+    def mode_switch_ms(self) -> float:
+        """Cost of changing between the dynamic groupings (tp 1) and the fallback strategy."""
+        fb, pool = self.fallback.strategy, self.pool[0].strategy
+        if (fb.tp, fb.pp, fb.zero) == (pool.tp, pool.pp, pool.zero):
+            return self.regroup_ms
+        return self.regroup_ms + self.model.states_mb(fb) / self.bandwidth_gbps * 1000.0 / 1024.0
+
     def plan(self, lengths) -> StepPlan:
         """The dynamic mesh plan of one global batch (keeps the grouping state for the next call)."""
         lengths = check_lengths(lengths)
-        check_fits(lengths, self.pool)
         t0 = time.perf_counter()
+        if self.fallback is None:
+            before = len(self._comms)
+            plan = self._dynamic(lengths, t0)
+            self.created_ms += self.comm_init_ms * (len(self._comms) - before)
+            return plan
+        state = (self._last, set(self._comms))
+        if int(lengths.max()) > self.fallback.capacity:
+            dynamic, static = self._dynamic(lengths, t0), None
+        else:
+            dynamic = self._dynamic(lengths, t0) if int(lengths.max()) <= longest_supported(self.pool) else None
+            static = FlexSPPlanner([self.fallback], self.devices).homogeneous(lengths, self.fallback.devices, "lpt")
+        sigma = self.mode_switch_ms()
+        # decide on the steady-state cost: communicators created this step are a one-time cost that
+        # later dynamic steps reuse, so they do not count against the dynamic mode (they stay in its plan)
+        fresh = 0.0 if dynamic is None else self.comm_init_ms * (len(self._comms) - len(state[1]))
+        cost_dyn = np.inf if dynamic is None else dynamic.time - fresh + (sigma if self._mode == "fallback" else 0.0)
+        cost_fb = np.inf if static is None else static.time + (sigma if self._mode == "dynamic" else 0.0)
+        if cost_fb < cost_dyn:
+            self._last, self._comms = state
+            self._last = None                    # the next dynamic step starts from a fresh grouping
+            static.switch_ms += sigma if self._mode == "dynamic" else 0.0
+            static.method, static.status = "mesh", f"fallback {self.fallback.label}"
+            static.solver_seconds = time.perf_counter() - t0
+            self._mode = "fallback"
+            return static
+        dynamic.switch_ms += sigma if self._mode == "fallback" else 0.0
+        self.created_ms += fresh
+        dynamic.solver_seconds = time.perf_counter() - t0
+        self._mode = "dynamic"
+        return dynamic
+
+    def _dynamic(self, lengths: np.ndarray, t0: float) -> StepPlan:
+        check_fits(lengths, self.pool)
         phases, switch, statuses = [], 0.0, []
         for idx in blast(lengths, self.flex.cluster_capacity):
             idx = np.sort(idx)

@@ -26,6 +26,7 @@ import numpy as np
 
 from sgl._checks import check_choice, check_int
 from sgl.errors import PlanError
+from sgl.systems.seq._greedy import bin_assign
 
 __all__ = ["blast", "bucketize", "assign", "min_max_partition"]
 
@@ -180,22 +181,14 @@ def assign(lengths: np.ndarray, groups: int, capacity: int, method: str = "lpt",
         return bins if all(int(lengths[b].sum()) <= capacity for b in bins) else None
     weights = lengths.astype(np.float64) if time_of is None else np.asarray(time_of(lengths), dtype=np.float64)
     order = np.lexsort((np.arange(n), -lengths)) if method != "lpt" else np.lexsort((np.arange(n), -weights))
-    tokens = np.zeros(groups, dtype=np.int64)
-    load = np.zeros(groups)
-    members: List[List[int]] = [[] for _ in range(groups)]
-    for idx in order:
-        s = int(lengths[idx])
-        room = capacity - tokens
-        fits = room >= s
-        if method == "ffd":
-            g = int(np.argmax(fits))
-        elif method == "bfd":
-            g = int(np.argmin(np.where(fits, room, np.iinfo(np.int64).max)))
-        else:
-            g = int(np.argmin(np.where(fits, load, np.inf)))
-        if not fits[g]:
-            return None
-        tokens[g] += s
-        load[g] += weights[idx]
-        members[g].append(int(idx))
-    return [np.asarray(m, dtype=np.int64) for m in members]
+    owner, ok = bin_assign(order, lengths, weights, groups, capacity, method)
+    if not ok:
+        return None
+    return members_in_order(owner, order, groups)
+
+
+def members_in_order(owner: np.ndarray, order: np.ndarray, groups: int) -> List[np.ndarray]:
+    """Per group, the indices ``owner`` gave it, in the order they were assigned (``order``)."""
+    which = owner[order]
+    ranked = order[np.argsort(which, kind="stable")]
+    return [m.astype(np.int64) for m in np.split(ranked, np.cumsum(np.bincount(which, minlength=groups))[:-1])]
