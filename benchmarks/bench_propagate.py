@@ -14,7 +14,7 @@ row-gather bandwidth, the gather floor of a hop (``index_select`` of the hop's `
 rows), the hop time of ATen's CSR SpMM, scipy, SGL's fused kernel (prefetch on/off, column
 blocks) and its bfloat16 storage, each as a multiple of the floor; the accuracy effect of
 bfloat16 hops (SIGN-style linear model on Cora and a CSBM graph); the effect of an RCM
-order on CSBM vs a uniform random graph; and the acceptance lines of issue 27.
+or METIS order on CSBM vs a uniform random graph; and the acceptance lines of issue 27.
 
     python benchmarks/bench_propagate.py                 # Cora (if available) + 1M/10M/128
     python benchmarks/bench_propagate.py --nodes 200000 --edges 2000000 --threads 2
@@ -259,7 +259,7 @@ def accuracy_study(k: int, csbm_nodes: int, threads: int, seeds: int = 3) -> dic
 
 
 def order_study(nodes: int, features: int, threads: int) -> None:
-    """Cost of an RCM order and its effect on hop time: CSBM (communities) vs uniform random."""
+    """Cost of an RCM / METIS order and its effect on hop time: CSBM (communities) vs uniform random."""
     import torch
 
     from sgl.data import Graph
@@ -274,19 +274,22 @@ def order_study(nodes: int, features: int, threads: int) -> None:
               "uniform": Graph.from_edge_index(torch.randint(0, nodes, (2, 10 * nodes), generator=gen),
                                                num_nodes=nodes, x=torch.randn(nodes, features, generator=gen))}
     op = NormalizedAdjacency()
-    print(f"\nRCM order ({nodes:,} nodes, {features} features): hop time before/after, mean |dst - src|")
-    print(f"  {'graph':<8} {'order s':>8} {'hop s':>8} {'hop RCM s':>10} {'speedup':>8} {'gap':>10} {'gap RCM':>10}")
+    print(f"\nnode orders ({nodes:,} nodes, {features} features): hop time before/after, mean |dst - src|")
+    print(f"  {'graph':<8} {'order':<6} {'order s':>8} {'hop s':>8} {'hop new s':>10} {'speedup':>8} {'gap':>10} "
+          f"{'gap new':>10}")
     for name, graph in graphs.items():
-        start = time.perf_counter()
-        moved = reorder_graph(graph, rcm_order(graph))
-        order_s = time.perf_counter() - start
-        times = []
-        for g in (graph, moved):
-            fused, x = fused_adjacency(g, op), g.x.float().contiguous()
-            out = torch.empty_like(x)
-            times.append(_best(lambda: csr_spmm(fused, x, out)))
-        print(f"  {name:<8} {order_s:8.2f} {times[0]:8.3f} {times[1]:10.3f} {times[0] / times[1]:8.2f} "
-              f"{bandwidth(graph, 'mean'):10.0f} {bandwidth(moved, 'mean'):10.0f}")
+        fused, x = fused_adjacency(graph, op), graph.x.float().contiguous()
+        out = torch.empty_like(x)
+        base = _best(lambda: csr_spmm(fused, x, out))
+        for method in ("rcm", "metis"):
+            start = time.perf_counter()
+            moved = reorder_graph(graph, rcm_order(graph, method))
+            order_s = time.perf_counter() - start
+            fused_m, x_m = fused_adjacency(moved, op), moved.x.float().contiguous()
+            out_m = torch.empty_like(x_m)
+            hop = _best(lambda: csr_spmm(fused_m, x_m, out_m))
+            print(f"  {name:<8} {method:<6} {order_s:8.2f} {base:8.3f} {hop:10.3f} {base / hop:8.2f} "
+                  f"{bandwidth(graph, 'mean'):10.0f} {bandwidth(moved, 'mean'):10.0f}", flush=True)
 
 
 def acceptance(results: dict, study: dict, lost: dict) -> None:

@@ -148,8 +148,27 @@ def test_rcm_recovers_the_band_of_a_shuffled_grid_and_commutes_with_propagation(
     assert torch.allclose(hops[2], ref[2][perm], rtol=1e-5, atol=1e-6)
     assert torch.equal(rcm_order(graph, "degree")[:1], torch.argmax(graph.degree()).view(1))
     with pytest.raises(ConfigError):
-        rcm_order(graph, "metis")
+        rcm_order(graph, "nested")
+    with pytest.raises(ConfigError, match="parts"):
+        rcm_order(graph, "metis", parts=0)
     with pytest.raises(ConfigError):
         bandwidth(graph, "median")
     with pytest.raises(GraphError):
         reorder_graph(graph, torch.zeros(graph.num_nodes, dtype=torch.long))
+
+
+def test_metis_order_makes_parts_contiguous_and_shrinks_the_gap_of_a_shuffled_grid():
+    side = 40
+    ids = torch.arange(side * side).view(side, side)
+    pairs = torch.cat([torch.stack([ids[:, :-1].flatten(), ids[:, 1:].flatten()]),
+                       torch.stack([ids[:-1].flatten(), ids[1:].flatten()])], dim=1)
+    shuffle = torch.randperm(side * side, generator=torch.Generator().manual_seed(1))
+    graph = Graph.from_edge_index(shuffle[torch.cat([pairs, pairs.flip(0)], dim=1)], x=torch.randn(side * side, 3))
+    perm = rcm_order(graph, "metis", parts=16)
+    assert torch.equal(torch.sort(perm).values, torch.arange(graph.num_nodes))
+    moved = reorder_graph(graph, perm)
+    assert bandwidth(moved, "mean") < bandwidth(graph, "mean") / 5
+    assert torch.equal(rcm_order(graph, "metis", parts=16), perm)           # seeded: deterministic
+    assert torch.equal(rcm_order(graph, "metis", parts=1), torch.arange(graph.num_nodes))
+    hops, ref = propagate_hops(moved, k=1), propagate_hops(graph, k=1)
+    assert torch.allclose(hops[1], ref[1][perm], rtol=1e-5, atol=1e-6)
