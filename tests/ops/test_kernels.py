@@ -130,14 +130,18 @@ def test_bad_inputs_raise_sgl_errors():
         propagate_hops(graph, x, k=1, dtype=torch.bfloat16, out_dir="unused")
 
 
-def test_rcm_recovers_the_band_of_a_shuffled_grid_and_commutes_with_propagation():
-    side = 40
+def _shuffled_grid(side: int, seed: int, features: int) -> Graph:
+    """A ``side × side`` grid graph (both directions) with randomly shuffled node ids."""
     ids = torch.arange(side * side).view(side, side)
     pairs = torch.cat([torch.stack([ids[:, :-1].flatten(), ids[:, 1:].flatten()]),
                        torch.stack([ids[:-1].flatten(), ids[1:].flatten()])], dim=1)
-    shuffle = torch.randperm(side * side, generator=torch.Generator().manual_seed(0))
-    edge_index = shuffle[torch.cat([pairs, pairs.flip(0)], dim=1)]
-    graph = Graph.from_edge_index(edge_index, x=torch.randn(side * side, 5))
+    shuffle = torch.randperm(side * side, generator=torch.Generator().manual_seed(seed))
+    return Graph.from_edge_index(shuffle[torch.cat([pairs, pairs.flip(0)], dim=1)], x=torch.randn(side * side, features))
+
+
+def test_rcm_recovers_the_band_of_a_shuffled_grid_and_commutes_with_propagation():
+    side = 40
+    graph = _shuffled_grid(side, 0, 5)
     perm = rcm_order(graph)
     assert torch.equal(torch.sort(perm).values, torch.arange(graph.num_nodes))
     moved = reorder_graph(graph, perm)
@@ -158,12 +162,7 @@ def test_rcm_recovers_the_band_of_a_shuffled_grid_and_commutes_with_propagation(
 
 
 def test_metis_order_makes_parts_contiguous_and_shrinks_the_gap_of_a_shuffled_grid():
-    side = 40
-    ids = torch.arange(side * side).view(side, side)
-    pairs = torch.cat([torch.stack([ids[:, :-1].flatten(), ids[:, 1:].flatten()]),
-                       torch.stack([ids[:-1].flatten(), ids[1:].flatten()])], dim=1)
-    shuffle = torch.randperm(side * side, generator=torch.Generator().manual_seed(1))
-    graph = Graph.from_edge_index(shuffle[torch.cat([pairs, pairs.flip(0)], dim=1)], x=torch.randn(side * side, 3))
+    graph = _shuffled_grid(40, 1, 3)
     perm = rcm_order(graph, "metis", parts=16)
     assert torch.equal(torch.sort(perm).values, torch.arange(graph.num_nodes))
     moved = reorder_graph(graph, perm)
