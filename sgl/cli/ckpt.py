@@ -1,13 +1,16 @@
 """``sgl ckpt save | reshard``: sharded DCP checkpoints of the small LM, restored on another device count.
 
     sgl ckpt save --devices 4 --layout tp --steps 2 --out ckpt4          # TP=4 shards, async DCP save
-    sgl ckpt reshard --from ckpt4 --devices 3 [--layout auto] [--out ckpt3]
+    sgl ckpt reshard --from ckpt4 --devices 6 [--layout auto] [--out ckpt6]
 
-``reshard`` spawns ``--devices`` local gloo processes, builds the layout (``dp``, ``sdp`` = ZeRO-3,
-``tp``; ``auto``: ``tp`` when the device count divides the heads, else ``sdp``), loads the
-checkpoint into it (DCP reshards on read), optionally saves it again in that layout, and prints
-(JSON) restore/save seconds, the next-step loss and the plan the plan search picks for that many
-GPUs of the profiled A100 node (``--plan-model``).  Library side: :mod:`sgl.systems.memory.reshard`.
+``reshard`` re-plans with the plan search for exactly ``--devices`` devices of the profiled A100
+node (``--layout auto``, the default: the checkpoint's model and global batch, any device count,
+e.g. 6 -> DP3 x TP2; degrees the model cannot take are listed with why under ``plan.excluded``,
+and when no plan fits on all of them the best plan on fewer is used and ``plan.reason`` says
+why), or takes a fixed layout (``dp``, ``sdp`` = ZeRO-3, ``tp``); spawns that many local gloo
+processes, loads the checkpoint into the layout (DCP reshards on read), optionally saves it again
+in it, and prints (JSON) the plan, restore/save seconds and the next-step loss.  Library side:
+:mod:`sgl.systems.memory.reshard`, :mod:`sgl.systems.memory.survivors`.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ def register(subparsers: Any) -> None:
     reshard.add_argument("--devices", type=int, required=True, help="devices (processes) left")
     reshard.add_argument("--layout", choices=_LAYOUTS, default="auto")
     reshard.add_argument("--out", help="save the restored state here in the new layout")
-    reshard.add_argument("--plan-model", default="llama-7b", help="model the plan search re-plans (default llama-7b)")
+    reshard.add_argument("--memory", default="80GiB", help="per-device budget of the plan search (default 80GiB)")
     reshard.add_argument("--timeout", type=float, default=300.0)
     reshard.set_defaults(handler=cmd_reshard)
 
@@ -65,12 +68,14 @@ def cmd_reshard(args: Any) -> int:
 
     from sgl._checks import check_int
     from sgl.cli.paths import check_output_path
+    from sgl.cli.plan import parse_memory_gb
     from sgl.errors import ConfigError
 
     source = Path(args.source).expanduser()
     if not source.is_dir():
         raise ConfigError(f"--from {args.source} is not a folder; give the checkpoint folder written by `sgl ckpt save`")
-    devices = check_int(args.devices, "--devices", 1, 16)
+    devices = check_int(args.devices, "--devices", 1, 8 if args.layout == "auto" else 16)
+    memory_gb = parse_memory_gb(args.memory)
     out = check_output_path(args.out, "dir") if args.out else None
     meta_path = Path(source) / "sgl-model.json"
     if not meta_path.exists():
@@ -78,20 +83,30 @@ def cmd_reshard(args: Any) -> int:
                           "write one with `sgl ckpt save`")
     meta = json.loads(meta_path.read_text())
     from sgl import comm
-    from sgl.systems.memory import replan, restore_worker
-    from sgl.systems.parallel import get_model_config
+    from sgl.systems.memory import layout_name, plan_layout, replan, restore_worker
 
-    heads = get_model_config(meta["model"]).num_heads
-    layout = args.layout if args.layout != "auto" else ("tp" if heads % devices == 0 and devices > 1 else "sdp")
     cfg = dict(meta["config"])
-    cfg["global_bsz"] = max(devices, cfg["global_bsz"] - cfg["global_bsz"] % devices)
-    plan = replan(min(devices, 8), model=args.plan_model)
-    res = comm.spawn(restore_worker, devices, layout, str(source), cfg, None, str(out) if out else None,
+    replanned = None
+    if args.layout == "auto":
+        # The plan search on exactly the devices left, for this model and the checkpoint's global batch.
+        replanned = replan(devices, model=meta["model"], memory_gb=memory_gb, batch_sizes=(cfg["global_bsz"],),
+                           executable=True)
+        layout, world = replanned["plan"], replanned["devices_used"]
+    else:
+        layout, world = args.layout, devices
+        if cfg["global_bsz"] % devices and args.layout != "tp":
+            raise ConfigError(f"the checkpoint's global batch {cfg['global_bsz']} does not split over {devices} "
+                              f"data-parallel ranks; use --layout auto (the plan search) or another device count")
+    res = comm.spawn(restore_worker, world, layout, str(source), cfg, None, str(out) if out else None,
                      timeout=args.timeout)
-    print(json.dumps({"from": str(source), "saved_on": meta["world"], "saved_layout": meta["layout"],
-                      "devices": devices, "layout": layout, "step": res[0]["step"], "next_loss": res[0]["next_loss"],
-                      "restore_s": max(r["restore_s"] for r in res),
-                      "save_s": max(r["save_s"] for r in res) if out else None, "out": str(out) if out else None,
-                      "replanned": {"model": args.plan_model, "devices_used": plan["devices_used"],
-                                    "pp": plan["plan"].pp, "tp": plan["plan"].strategies[0].tp}}))
+    record = {"from": str(source), "saved_on": meta["world"], "saved_layout": meta["layout"], "devices": devices,
+              "devices_used": world, "layout": layout_name(layout), "step": res[0]["step"],
+              "next_loss": res[0]["next_loss"], "restore_s": max(r["restore_s"] for r in res),
+              "save_s": max(r["save_s"] for r in res) if out else None, "out": str(out) if out else None}
+    if replanned is not None:
+        record["plan"] = {**plan_layout(replanned["plan"]), "excluded": replanned["excluded"],
+                          "search_s": replanned["seconds"]}
+        if "reason" in replanned:
+            record["plan"]["reason"] = replanned["reason"]
+    print(json.dumps(record))
     return 0

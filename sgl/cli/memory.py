@@ -104,6 +104,9 @@ def cmd_plan(args: Any) -> int:
               "caching_allocator_model_peak": cache, "live_lower_bound": live_lower_bound(trace, align),
               "planned_vs_first_fit": plan.peak / ff if ff else 1.0,
               "planned_vs_caching_model": plan.peak / cache if cache else 1.0,
+              # the bound's own ratio: no address plan of this trace can go below it (the 0.8x target's ceiling)
+              "bound_vs_caching_model": live_lower_bound(trace, align) / cache if cache else 1.0,
+              "method": plan.method, "status": plan.status,
               "level1": plan.levels.get("level1", {}), "level2_status": plan.levels.get("level2_status")}
     if out is not None:
         _write_json(out, {**report, "address": plan.address.tolist()})

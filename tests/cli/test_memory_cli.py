@@ -19,6 +19,7 @@ def test_trace_then_plan(tmp_path, capsys):
     assert main(["memory", "plan", "--trace", str(trace), "--time-limit", "1", "--out", str(tmp_path / "p.json")]) == 0
     plan = _json(capsys)
     assert plan["live_lower_bound"] <= plan["planned_peak"] <= plan["first_fit_peak"]
+    assert plan["bound_vs_caching_model"] <= plan["planned_vs_caching_model"]
     assert len(json.loads((tmp_path / "p.json").read_text())["address"]) == plan["requests"]
 
 
@@ -67,14 +68,23 @@ def test_reshard_errors(tmp_path, capsys, a_file):
     assert main(["ckpt", "reshard", "--from", str(tmp_path), "--devices", "2"]) == 2
     assert "not an SGL sharded checkpoint" in capsys.readouterr().err
     assert main(["ckpt", "reshard", "--from", str(tmp_path), "--devices", "0"]) == 2
+    assert main(["ckpt", "reshard", "--from", str(tmp_path), "--devices", "9"]) == 2   # the profiled node has 8
+    assert "--devices must be an integer in [1, 8]" in capsys.readouterr().err
+    meta = {"model": "tiny", "shapes": {}, "step": 1, "world": 4, "layout": "tp", "config": {"global_bsz": 12}}
+    (tmp_path / "sgl-model.json").write_text(json.dumps(meta))
+    assert main(["ckpt", "reshard", "--from", str(tmp_path), "--devices", "5", "--layout", "dp"]) == 2
+    assert "global batch 12 does not split over 5" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not os.environ.get("SGL_SLOW_TESTS"), reason="spawns 4 then 3 processes; SGL_SLOW_TESTS=1")
-def test_save_on_four_reshard_on_three(tmp_path, capsys):
+@pytest.mark.skipif(not os.environ.get("SGL_SLOW_TESTS"), reason="spawns 4 then 6 processes; SGL_SLOW_TESTS=1")
+def test_save_on_four_reshard_on_six_through_the_plan_search(tmp_path, capsys):
     assert main(["ckpt", "save", "--devices", "4", "--layout", "tp", "--out", str(tmp_path / "c4")]) == 0
     saved = _json(capsys)
-    assert main(["ckpt", "reshard", "--from", str(tmp_path / "c4"), "--devices", "3", "--out", str(tmp_path / "c3")]) == 0
+    assert main(["ckpt", "reshard", "--from", str(tmp_path / "c4"), "--devices", "6", "--out", str(tmp_path / "c6")]) == 0
     out = _json(capsys)
-    assert out["layout"] == "sdp" and out["saved_on"] == 4 and out["step"] == 1
+    # The plan search on 6 devices for the tiny model (4 heads) and the checkpoint's global batch 12.
+    assert out["devices_used"] == 6 and out["plan"]["pp"] == 1 and out["saved_on"] == 4 and out["step"] == 1
+    assert {tuple(x.split("-")[1:]) for x in out["plan"]["layers"]} <= {("2", "3"), ("1", "6"), ("1", "6f")}
+    assert "tp=3" in out["plan"]["excluded"] and "num_heads=4" in out["plan"]["excluded"]["tp=3"]
     assert out["next_loss"] == pytest.approx(saved["next_loss"], rel=1e-6)
-    assert (tmp_path / "c3" / "sgl-model.json").exists()
+    assert (tmp_path / "c6" / "sgl-model.json").exists()

@@ -21,7 +21,7 @@ from typing import Any, Dict, Tuple
 import numpy as np
 
 from sgl._checks import check_real
-from sgl.systems.memory.dsa import DSAPlan, best_fit, check_plan, first_fit, live_lower_bound, solve_dsa
+from sgl.systems.memory.dsa import DSAPlan, best_offline, check_plan, live_lower_bound, solve_dsa
 from sgl.systems.memory.trace import AllocTrace
 
 __all__ = ["BilevelPlan", "plan_bilevel"]
@@ -98,7 +98,7 @@ def plan_bilevel(trace: AllocTrace, time_limit: float = 10.0, alignment: int = 1
         if pairs <= max_flat_pairs:
             other = solve_dsa(trace, time_limit, alignment, max_pairs=max_flat_pairs)
         else:
-            other = min(first_fit(trace, alignment), best_fit(trace, alignment), key=lambda p: p.peak)
+            other = best_offline(trace, alignment)
         levels["flat_peak"], levels["flat_status"] = other.peak, other.status
         if other.peak < peak:
             result = BilevelPlan(other.address, other.peak, "flat", other.status, result.lower_bound, levels)

@@ -4,9 +4,11 @@ Every rank saves its shards (DDP replicas, FSDP2 ZeRO-3 shards, DTensor TP shard
 and Adam state through DCP, asynchronously (:func:`dcp.async_save`, the step goes on while the
 files are written); DCP records each tensor's global shape and the shards' offsets, so a run with
 another world size and another DP / ZeRO-3 / TP layout loads the same checkpoint into its own
-shards (:func:`dcp.load` reshards on read).  When devices are lost, :func:`replan` searches a new
-plan for the devices left with :class:`~sgl.systems.parallel.PlanSearcher`, and the survivors
-restore the last checkpoint into it; the steps since that checkpoint are the steps lost.
+shards (:func:`dcp.load` reshards on read).  When devices are lost,
+:func:`~sgl.systems.memory.survivors.replan` searches a plan for exactly the devices left (the
+Galvatron search over any device count), and the survivors restore the last checkpoint into it
+(``layout`` = that :class:`~sgl.systems.parallel.Plan`); the steps since that checkpoint are the
+steps lost (:mod:`sgl.systems.memory.recovery` measures them under SIGKILL).
 
 ``sgl-model.json`` next to DCP's files names the model preset and its parameter shapes; loading a
 checkpoint of another model is a :class:`~sgl.errors.ConfigError`.
@@ -14,62 +16,29 @@ checkpoint of another model is a :class:`~sgl.errors.ConfigError`.
 Runs under :func:`sgl.comm.spawn` (see :func:`save_worker`, :func:`restore_worker`); the
 single-process check:
 
->>> r = replan(6, model="llama-7b", memory_gb=80)
->>> r["devices_used"], r["plan"].num_devices
-(4, 4)
+>>> from sgl.systems.runtime import ExecConfig, build_tiny_lm
+>>> model_fingerprint(build_tiny_lm(ExecConfig()), "tiny")["shapes"]["blocks.0.q.weight"]
+[64, 64]
 """
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Union
 
 import torch
 
 from sgl import comm
-from sgl._checks import check_int
 from sgl.errors import ConfigError
 from sgl.fileio import atomic_write
+from sgl.systems.parallel.config_io import Plan
 from sgl.systems.runtime.config import ExecConfig, batch_for_step, build_tiny_lm
 from sgl.systems.runtime.parallelize import parallelize
 from sgl.systems.runtime.plans import check_plan, make_plan
 from sgl.systems.runtime.tiny_lm import lm_loss
 
-__all__ = ["replan", "save_worker", "restore_worker", "model_fingerprint", "check_checkpoint"]
-
-
-def replan(devices: int, model: str = "llama-7b", memory_gb: float = 80.0, **options: Any) -> Dict[str, Any]:
-    """The plan search's best plan for the ``devices`` devices left (one node).
-
-    Galvatron's strategy tree splits devices in halves, so the plan uses the largest power of two
-    ``<= devices`` (6 left -> a 4-device plan, 2 idle); ``devices_used`` says how many.
-    """
-    import shutil
-    import tempfile
-
-    from sgl.systems.parallel import (BUILTIN_PROFILE_DIR, HardwareProfile, PlanSearchConfig, PlanSearcher,
-                                      load_hardware_profile, save_hardware_profile)
-
-    devices = check_int(devices, "devices", 1, 8)
-    used = 1 << (devices.bit_length() - 1)
-    # The survivors are devices of the profiled 8-device node: keep its bandwidths of groups <= used.
-    node = load_hardware_profile(BUILTIN_PROFILE_DIR, 1, 8)
-    folder = Path(tempfile.mkdtemp(prefix="sgl-replan-"))
-    for f in BUILTIN_PROFILE_DIR.glob("*profiling*.json"):
-        shutil.copy(f, folder / f.name)
-    save_hardware_profile(HardwareProfile(1, used, {k: v for k, v in node.allreduce_bw.items() if k[0] <= used},
-                                          {k: v for k, v in node.p2p_bw.items() if k <= used}, node.overlap_coe),
-                          folder)
-    options.setdefault("profile_dir", str(folder))
-    cfg = PlanSearchConfig(model=model, num_nodes=1, devices_per_node=used, memory_gb=memory_gb,
-                           batch_sizes=options.pop("batch_sizes", (16,)), granularity_mb=options.pop("granularity_mb", 64),
-                           **options)
-    try:
-        result = PlanSearcher(cfg).search()
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    return {"plan": result.plan, "devices_left": devices, "devices_used": used}
+__all__ = ["layout_plan", "layout_name", "save_worker", "restore_worker", "model_fingerprint", "check_checkpoint"]
 
 
 def model_fingerprint(model: torch.nn.Module, preset: str) -> Dict[str, Any]:
@@ -82,11 +51,11 @@ def model_fingerprint(model: torch.nn.Module, preset: str) -> Dict[str, Any]:
     return {"model": preset, "shapes": shapes}
 
 
-def check_checkpoint(directory: str | Path, fingerprint: Dict[str, Any]) -> Dict[str, Any]:
-    """The checkpoint's ``sgl-model.json``; :class:`ConfigError` if absent or of another model."""
-    meta_path = Path(directory) / "sgl-model.json"
+def check_checkpoint(directory: str | Path, fingerprint: Dict[str, Any], name: str = "sgl-model.json") -> Dict[str, Any]:
+    """The checkpoint's ``name`` (model, shapes, step); :class:`ConfigError` if absent or of another model."""
+    meta_path = Path(directory) / name
     if not meta_path.exists():
-        raise ConfigError(f"{directory} is not an SGL sharded checkpoint (no sgl-model.json)")
+        raise ConfigError(f"{directory} is not an SGL sharded checkpoint (no {name})")
     meta = json.loads(meta_path.read_text())
     if meta.get("shapes") != fingerprint["shapes"]:
         raise ConfigError(f"checkpoint {directory} is of model {meta.get('model')!r} with other parameter shapes; "
@@ -94,12 +63,23 @@ def check_checkpoint(directory: str | Path, fingerprint: Dict[str, Any]) -> Dict
     return meta
 
 
-def _setup(rank: int, world: int, kind: str, cfg: ExecConfig, seed: int):
+def layout_plan(layout: Union[str, Plan], world: int, cfg: ExecConfig) -> Plan:
+    """``layout``: a uniform kind (``dp`` / ``sdp`` / ``tp``) or a searched :class:`Plan`; checked for ``world``."""
+    plan = make_plan(layout, world, cfg) if isinstance(layout, str) else layout
+    if plan.global_bsz != cfg.global_bsz:
+        raise ConfigError(f"the plan is for global batch {plan.global_bsz}, the run uses {cfg.global_bsz}; "
+                          "re-plan with the checkpoint's global batch")
+    check_plan(plan, world, cfg)
+    if plan.pp > 1:
+        raise ConfigError("restoring into a pipeline plan (pp > 1) is not supported; re-plan with executable=True")
+    return plan
+
+
+def _setup(rank: int, world: int, layout: Union[str, Plan], cfg: ExecConfig, seed: int):
     torch.manual_seed(seed)
     model = build_tiny_lm(ExecConfig(**{**cfg.__dict__, "seed": seed}))
     fingerprint = model_fingerprint(model, cfg.model)
-    plan = make_plan(kind, world, cfg)
-    check_plan(plan, world, cfg)
+    plan = layout_plan(layout, world, cfg)
     setup = parallelize(model, plan, rank, world, torch.device("cpu"))
     opt = torch.optim.Adam(setup.module.parameters(), lr=cfg.lr)
     return setup, opt, fingerprint
@@ -137,9 +117,23 @@ def _full_state(setup: Any, opt: torch.optim.Optimizer) -> Dict[str, torch.Tenso
     return out
 
 
-def save_worker(rank: int, world: int, kind: str, directory: str, cfg_dict: Dict[str, Any],
+def layout_name(layout: Union[str, Plan]) -> str:
+    """``dp`` / ``sdp`` / ``tp``, or a searched plan's layer labels (``1-2-3 x4``)."""
+    if isinstance(layout, str):
+        return layout
+    labels = [s.label for s in layout.strategies]
+    runs = []
+    for label in labels:
+        if runs and runs[-1][0] == label:
+            runs[-1][1] += 1
+        else:
+            runs.append([label, 1])
+    return ",".join(f"{label} x{n}" for label, n in runs) + (" embed-zero3" if layout.embed_sdp else "")
+
+
+def save_worker(rank: int, world: int, kind: Union[str, Plan], directory: str, cfg_dict: Dict[str, Any],
                 steps: int = 1) -> Dict[str, Any]:
-    """Train ``steps`` steps under layout ``kind`` (dp / sdp / tp), checkpointing asynchronously with DCP
+    """Train ``steps`` steps under layout ``kind`` (dp / sdp / tp or a :class:`Plan`), checkpointing asynchronously with DCP
     after each; ``save_issue_s`` / ``save_s`` are the last save's blocking and total seconds."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
@@ -162,15 +156,15 @@ def save_worker(rank: int, world: int, kind: str, directory: str, cfg_dict: Dict
     saved = time.perf_counter() - t0
     if rank == 0:
         with atomic_write(Path(directory) / "sgl-model.json", "w") as fh:
-            json.dump({**fingerprint, "step": steps, "layout": kind, "world": world, "config": cfg_dict}, fh)
+            json.dump({**fingerprint, "step": steps, "layout": layout_name(kind), "world": world, "config": cfg_dict}, fh)
     comm.barrier()
     return {"losses": losses, "next_loss": _eval_loss(setup, cfg, steps), "full": _full_state(setup, opt),
             "save_issue_s": issued, "save_s": saved}
 
 
-def restore_worker(rank: int, world: int, kind: str, directory: str, cfg_dict: Dict[str, Any],
+def restore_worker(rank: int, world: int, kind: Union[str, Plan], directory: str, cfg_dict: Dict[str, Any],
                    preset: Optional[str] = None, out: Optional[str] = None) -> Dict[str, Any]:
-    """Build layout ``kind`` on ``world`` ranks from another seed, load ``directory`` into it (resharded).
+    """Build layout ``kind`` (dp / sdp / tp or a searched :class:`Plan`) on ``world`` ranks from another seed, load ``directory`` into it (resharded).
 
     ``out``: save the restored state there again (DCP, this layout's shards).
     """
@@ -203,7 +197,7 @@ def restore_worker(rank: int, world: int, kind: str, directory: str, cfg_dict: D
         saved = time.perf_counter() - t1
         if rank == 0:
             with atomic_write(Path(out) / "sgl-model.json", "w") as fh:
-                json.dump({**meta, "layout": kind, "world": world}, fh)
+                json.dump({**meta, "layout": layout_name(kind), "world": world}, fh)
         comm.barrier()
     return {"next_loss": _eval_loss(setup, cfg, meta["step"]), "full": _full_state(setup, opt),
             "restore_s": restored, "save_s": saved, "step": meta["step"]}

@@ -7,7 +7,7 @@ import torch
 
 from sgl.errors import ConfigError
 from sgl.systems.memory import (AllocTrace, best_fit, brute_force_dsa, caching_allocator_peak, check_plan,
-                                first_fit, live_lower_bound, plan_bilevel, record_lm_trace, solve_dsa)
+                                first_fit, greedy_by_size, live_lower_bound, plan_bilevel, record_lm_trace, solve_dsa)
 from sgl.systems.parallel import get_model_config
 from sgl.systems.runtime import TinyLM, lm_loss
 
@@ -88,3 +88,23 @@ def test_caching_allocator_model_rules():
     t = AllocTrace([6 * mib, 6 * mib, 6 * mib, 8 * mib], [0, 1, 2, 4], [10, 3, 10, 10])
     assert caching_allocator_peak(t) == 40 * mib
     assert brute_force_dsa(t).peak == solve_dsa(t, time_limit=5).peak == 20 * mib == live_lower_bound(t)
+
+
+def test_greedy_by_size_is_a_valid_plan_between_bound_and_exact():
+    for s in range(30):
+        trace = _random_trace(np.random.default_rng(100 + s), 6)
+        plan = greedy_by_size(trace)
+        check_plan(trace, plan)
+        assert brute_force_dsa(trace).peak <= plan.peak
+        assert solve_dsa(trace, time_limit=5).peak <= plan.peak     # the MIP starts from it
+    beats_online = [greedy_by_size(t).peak < min(first_fit(t).peak, best_fit(t).peak)
+                    for t in (_random_trace(np.random.default_rng(s), 7) for s in range(40))]
+    assert any(beats_online)
+
+
+def test_greedy_by_size_is_at_the_bound_on_a_recorded_training_step(lm_trace):
+    plan = greedy_by_size(lm_trace, 64)
+    check_plan(lm_trace, plan, 64)
+    lb = live_lower_bound(lm_trace, 64)
+    assert lb <= plan.peak <= lb + 64                                  # one alignment unit above optimal at most
+    assert lb <= solve_dsa(lm_trace, time_limit=1, alignment=64).peak <= plan.peak
