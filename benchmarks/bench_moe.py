@@ -9,10 +9,12 @@ Traces:
 
 Printed (ratios are method / baseline; every time below is *modelled* with the α–β all-to-all
 model and LAER's iteration-time model, except the last table, measured on this CPU):
-  1. NetMoE: combine all-to-all time and inter-node bytes vs the original placement, solver ms/layer;
+  1. NetMoE: combine all-to-all time and inter-node bytes vs the original placement, solver ms/layer,
+     and the ceiling of any placement (an LP / MILP bound on the same modelled time);
   2. LSH-MoE: transmitted rows vs uncompressed for 1..N hash functions on the LM's real MoE inputs,
      relative expert-output error with and without residual compensation, and the validation loss
-     of the 2-process LM trained the same steps with LSH (hashes nearest a 20 % rate) vs EP;
+     of the 2-process LM trained the same steps with LSH (hashes nearest a 20 % rate) vs EP, and
+     the oracle of centroid compression (per-expert k-means at 20 % of the rows) on both;
   3. balancing: max/mean device load and modelled iteration time, static EP / FlexMoE / LAER;
   4. measured 2-process gloo step time of ep / padded / lsh / fsep (a CPU calibration).
 
@@ -40,7 +42,13 @@ def _args() -> argparse.Namespace:
     p.add_argument("--trace-steps", type=int, default=6, help="last steps of it used as traces")
     p.add_argument("--lm-steps", type=int, default=150, help="steps of the 2-process LSH vs EP comparison")
     p.add_argument("--calib-steps", type=int, default=8, help="steps per dispatch in the step-time table")
+    p.add_argument("--exact-limit", type=float, default=2.0,
+                   help="seconds per layer for the exact (MILP) placement on the WikiText trace")
+    p.add_argument("--refine-rounds", type=int, default=64, help="swap rounds of the refined NetMoE column")
     p.add_argument("--affinities", type=float, nargs="+", default=[0.3, 0.6, 0.9])
+    p.add_argument("--tables", nargs="+", choices=("netmoe", "lsh", "balance"), default=["netmoe", "lsh", "balance"],
+                   help="tables to run (default all; 'lsh' also runs the 2-process calibration)")
+    p.add_argument("--no-oracle-lm", action="store_true", help="skip the k-means oracle's two LM runs")
     p.add_argument("--quick", action="store_true", help="small sizes (for a smoke run)")
     p.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "sgl-bench-moe"))
     p.add_argument("--json", help="write every figure here")
@@ -73,18 +81,31 @@ def netmoe_table(real, args, out):
     print("   'res' = the moved samples' residual rows counted in objective and volume; 'no res' = not counted")
     print("   columns: combine time / inter-node bytes (res), combine time / inter bytes (no res), "
           "dispatch+combine time (res), solver ms")
+    print("   ceiling: the lowest combine time ANY balanced placement can reach (LP relaxation of the exact")
+    print("   min-max placement problem, raised to the MILP's dual bound on the WikiText trace, where 'opt'")
+    print("   is the best integral placement the MILP found and 'solved' the share of layers proven optimal);")
+    print("   'ceil no res' ignores the residual rows, so it bounds every start and accounting; 'relax B':")
+    print("   inter-node bytes with every sample on its cheapest node and no slot capacity (res); 'swap':")
+    print("   NetMoE + min-max swap refinement (netmoe_refine), combine time (res) and solver ms per layer")
     print(f"{'trace':22s} {'devices':>7s} {'nodes':>5s} {'time res':>8s} {'inter B':>8s} {'time no res':>11s} "
-          f"{'inter B':>8s} {'a2a res':>8s} {'solver ms':>9s}")
+          f"{'inter B':>8s} {'a2a res':>8s} {'solver ms':>9s} {'ceil res':>8s} {'ceil no res':>11s} "
+          f"{'relax B':>7s} {'opt res':>7s} {'opt no res':>10s} {'solved':>6s} {'swap res':>8s} {'swap ms':>7s}")
     traces = [("wikitext LM", real)] + [
         (f"synthetic aff={a}", synthetic_trace(args.trace_steps, 2, 64, 64, 64, 2, a, seed=0)) for a in args.affinities]
     for name, tr in traces:
         for d, n in TOPOLOGIES:
-            r = netmoe_report(tr, Topology.of(d, n), bytes_per_token=2 * 64)
+            limit = args.exact_limit if name == "wikitext LM" else None
+            r = netmoe_report(tr, Topology.of(d, n), bytes_per_token=2 * 64, bounds=True, exact_time_limit=limit)
             q = netmoe_report(tr, Topology.of(d, n), bytes_per_token=2 * 64, count_residual=False)
-            out.setdefault("netmoe", []).append({"trace": name, "devices": d, "nodes": n, "residual": r, "no_residual": q})
+            w = netmoe_report(tr, Topology.of(d, n), bytes_per_token=2 * 64, refine=args.refine_rounds)
+            out.setdefault("netmoe", []).append({"trace": name, "devices": d, "nodes": n, "residual": r, "no_residual": q, "refined": w})
             print(f"{name:22s} {d:7d} {n:5d} {r['time_ratio']:8.3f} {r['inter_bytes_ratio']:8.3f} "
                   f"{q['time_ratio']:11.3f} {q['inter_bytes_ratio']:8.3f} {r['a2a_time_ratio']:8.3f} "
-                  f"{r['solver_ms_per_layer']:9.2f}")
+                  f"{r['solver_ms_per_layer']:9.2f} {r['bound_time_ratio']:8.3f} {r['bound_nores_time_ratio']:11.3f} "
+                  f"{r['relaxed_inter_bytes_ratio']:7.3f} "
+                  + (f"{r['best_time_ratio']:7.3f} {r['best_nores_time_ratio']:10.3f} {r['exact_solved']:6.2f}"
+                     if limit is not None else f"{'-':>7s} {'-':>10s} {'-':>6s}")
+                  + f" {w['time_ratio']:8.3f} {w['solver_ms_per_layer']:7.1f}")
 
 
 def balance_table(real, args, out):
@@ -189,13 +210,27 @@ def lsh_tables(args, out):
             best, best_gap = (n, r), abs(rate - 0.2)
         if abs(rate - 0.5) < half_gap - 1e-9:
             half, half_gap = (n, r), abs(rate - 0.5)
+    from sgl.systems.moe.oracle import kmeans_compress
+
+    for rate in (0.2, 0.5):  # the oracle: per-expert k-means at a fixed share of the rows
+        c, cc, bucket = kmeans_compress(rows, a.expert, rate, layer.cfg.num_experts, seed=0)
+        with torch.no_grad():
+            ec = layer.experts(c, cc.tolist())[bucket]
+        e_comp = float((ec + rows - c[bucket] - ref).norm() / ref.norm())
+        e_none = float((ec - ref).norm() / ref.norm())
+        out.setdefault("kmeans_error", []).append({"rate": c.shape[0] / rows.shape[0], "err_comp": e_comp,
+                                                   "err_none": e_none})
+        print(f"{'k-means oracle':>11s} {c.shape[0] / rows.shape[0]:6.3f} {e_comp:12.4f} {e_none:12.4f}")
     print(f"(hashes, proj_dim) nearest a 20 % rate: {best}, nearest 50 %: {half}")
     runs = {}
     lsh_kw = {"lsh_hashes": best[0], "lsh_proj_dim": best[1]}
     lsh50_kw = {"lsh_hashes": half[0], "lsh_proj_dim": half[1]}
     for name, kw in (("ep", {}), ("lsh", lsh_kw), ("lsh-nocomp", {**lsh_kw, "lsh_compensate": False}),
-                     ("lsh-50", lsh50_kw), ("padded", {}), ("fsep", {})):
-        steps = args.lm_steps if name.startswith(("ep", "lsh")) else args.calib_steps
+                     ("lsh-50", lsh50_kw), ("kmeans", {"kmeans_rate": 0.2}),
+                     ("kmeans-nocomp", {"kmeans_rate": 0.2, "lsh_compensate": False}), ("padded", {}), ("fsep", {})):
+        if name.startswith("kmeans") and args.no_oracle_lm:
+            continue
+        steps = args.lm_steps if name.startswith(("ep", "lsh", "kmeans")) else args.calib_steps
         spec = TrainSpec(cfg.model(), cfg.moe(), train[:steps], lr=cfg.lr, dispatch=name.split("-")[0],
                          val_batches=val, timeout=600.0, **kw)
         t0 = time.perf_counter()
@@ -205,13 +240,25 @@ def lsh_tables(args, out):
     ep, lsh, nocomp = runs["ep"][0], runs["lsh"][0], runs["lsh-nocomp"][0]
     sent = {k: sum(r["sent_rows"] for r in v) for k, v in runs.items()}
     routed = {k: sum(r["routed_rows"] for r in v) for k, v in runs.items()}
+    print(f"  evaluated with exact dispatch (the same trained weights): LSH {lsh['val_loss_exact']:.4f} "
+          f"(x{lsh['val_loss_exact'] / ep['val_loss']:.4f}), LSH without compensation {nocomp['val_loss_exact']:.4f} "
+          f"(x{nocomp['val_loss_exact'] / ep['val_loss']:.4f})")
     print(f"LM validation loss after {args.lm_steps} steps: EP {ep['val_loss']:.4f}, LSH{best} {lsh['val_loss']:.4f} "
           f"(x{lsh['val_loss'] / ep['val_loss']:.4f}), LSH without compensation {nocomp['val_loss']:.4f} "
           f"(x{nocomp['val_loss'] / ep['val_loss']:.4f}); LSH transmitted {sent['lsh'] / routed['lsh']:.3f} of the rows")
     l50 = runs["lsh-50"][0]
     print(f"  at the ~50 % setting {half}: val loss {l50['val_loss']:.4f} (x{l50['val_loss'] / ep['val_loss']:.4f}), "
           f"{sent['lsh-50'] / routed['lsh-50']:.3f} of the rows transmitted")
+    if "kmeans" in runs:
+        km, kn = runs["kmeans"][0], runs["kmeans-nocomp"][0]
+        print(f"  oracle (per-expert k-means, {sent['kmeans'] / routed['kmeans']:.3f} of the rows): val loss "
+              f"{km['val_loss']:.4f} (x{km['val_loss'] / ep['val_loss']:.4f}), without compensation "
+              f"{kn['val_loss']:.4f} (x{kn['val_loss'] / ep['val_loss']:.4f}); evaluated with exact dispatch "
+              f"{km['val_loss_exact']:.4f} (x{km['val_loss_exact'] / ep['val_loss']:.4f})")
+        out["kmeans_lm"] = {"val": km["val_loss"], "nocomp_val": kn["val_loss"], "val_exact": km["val_loss_exact"],
+                            "rate": sent["kmeans"] / routed["kmeans"]}
     out["lsh_lm"] = {"hashes": best, "ep_val": ep["val_loss"], "lsh_val": lsh["val_loss"],
+                     "lsh_val_exact": lsh["val_loss_exact"], "lsh_nocomp_val_exact": nocomp["val_loss_exact"],
                      "lsh_nocomp_val": nocomp["val_loss"], "rate": sent["lsh"] / routed["lsh"],
                      "lsh50": half, "lsh50_val": l50["val_loss"], "lsh50_rate": sent["lsh-50"] / routed["lsh-50"]}
     print("\n## 4. Measured 2-process gloo step time on this CPU (calibration; modelled dispatch rows beside it)")
@@ -234,10 +281,13 @@ def main() -> int:
     torch.set_num_threads(1)
     args = _args()
     out: dict = {}
-    real = trace_lm(args)
-    netmoe_table(real, args, out)
-    lsh_tables(args, out)
-    balance_table(real, args, out)
+    real = trace_lm(args) if {"netmoe", "balance"} & set(args.tables) else None
+    if "netmoe" in args.tables:
+        netmoe_table(real, args, out)
+    if "lsh" in args.tables:
+        lsh_tables(args, out)
+    if "balance" in args.tables:
+        balance_table(real, args, out)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, default=float))
     return 0

@@ -24,7 +24,7 @@ __all__ = ["register", "cmd_train", "cmd_plan"]
 _DISPATCH = ("ep", "padded", "lsh", "fsep")
 _TRAIN_FIELDS = ("steps", "batch_size", "seq_len", "vocab_size", "hidden_size", "num_layers", "num_heads",
                  "num_experts", "top_k", "ffn_hidden_size", "capacity_factor", "aux_loss_coef", "bias_update_rate",
-                 "gate", "activation", "lr", "val_batches", "max_documents", "seed")
+                 "gate", "activation", "lr", "val_batches", "max_documents", "seed", "capacity_groups")
 
 
 def register(subparsers: Any) -> None:
@@ -36,6 +36,8 @@ def register(subparsers: Any) -> None:
     train.add_argument("--procs", type=int, default=2, help="gloo processes on this machine (default 2)")
     train.add_argument("--launcher", choices=("spawn", "torchrun"), default="spawn",
                        help="spawn --procs local processes, or run as one rank of `torchrun ... -m sgl.cli moe train`")
+    train.add_argument("--start-method", choices=("spawn", "fork", "forkserver"), default="spawn",
+                       help="how --launcher spawn starts the processes (fork: faster start, POSIX only)")
     train.add_argument("--dispatch", choices=_DISPATCH, default="ep",
                        help="ep (uneven all-to-all), padded (GShard capacity), lsh (LSH-MoE), fsep (LAER)")
     train.add_argument("--placement", choices=("none", "netmoe"), default="none", help="NetMoE sample placement")
@@ -56,6 +58,9 @@ def register(subparsers: Any) -> None:
     train.add_argument("--top-k", type=int, default=2)
     train.add_argument("--ffn-hidden-size", type=int, default=128)
     train.add_argument("--capacity-factor", type=float, default=None, help="token dropping (default dropless)")
+    train.add_argument("--capacity-groups", type=int, default=None,
+                       help="token groups the capacity applies to (default: one per process, as EP does; "
+                            "--procs 1 --capacity-groups 2 drops what --procs 2 drops)")
     train.add_argument("--aux-loss-coef", type=float, default=0.01)
     train.add_argument("--bias-update-rate", type=float, default=0.0, help="aux-loss-free balancing step")
     train.add_argument("--gate", choices=("softmax", "sigmoid"), default="softmax")
@@ -84,6 +89,8 @@ def register(subparsers: Any) -> None:
     plan.add_argument("--intra-gbps", type=float, default=216.27)
     plan.add_argument("--inter-gbps", type=float, default=88.95)
     plan.add_argument("--bytes-per-token", type=float, default=None, help="default 2*hidden of the trace or 8192")
+    plan.add_argument("--ceiling", action="store_true",
+                      help="--trace: also the lowest combine time any sample placement can reach (an LP bound)")
     plan.add_argument("--seed", type=int, default=0)
     plan.add_argument("--out", help="write the JSON report here")
     plan.set_defaults(handler=cmd_plan)
@@ -112,7 +119,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                                balance=args.balance, lsh_hashes=args.lsh_hashes,
                                lsh_proj_dim=args.lsh_proj_dim, nodes=args.nodes,
                                trace_out=args.trace_out, cache_dir=args.cache_dir,
-                               progress=not args.no_progress, timeout=args.timeout, launcher=args.launcher)
+                               progress=not args.no_progress, timeout=args.timeout, launcher=args.launcher,
+                               start_method=args.start_method)
     from sgl import comm
 
     if comm.get_rank() != 0:
@@ -122,7 +130,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"loss: {summary['first_loss']:.4f} -> {summary['final_loss']:.4f}; validation loss: "
           f"{summary['val_loss'] if summary['val_loss'] is None else round(summary['val_loss'], 4)}")
     print(f"mean step: {summary['mean_step_s'] * 1e3:.1f} ms; rows dispatched {summary['sent_rows']:,} of "
-          f"{summary['routed_rows']:,} routed")
+          f"{summary['routed_rows']:,} routed; {summary['dropped_pairs']:,} pairs dropped by capacity")
     _write(args.out, summary)
     return 0
 
@@ -147,13 +155,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
         bpt = args.bytes_per_token or 8192.0
         slots = args.slots or max(2, 2 * trace.num_experts // topo.num_devices)
         cost = CostParams(bytes_per_token=bpt)
-        report["netmoe"] = netmoe_report(trace, topo, bpt)
+        report["netmoe"] = netmoe_report(trace, topo, bpt, bounds=args.ceiling)
         report["balance"] = trace_balance_report(trace, topo, slots, cost, args.seed)
         n = report["netmoe"]
         print(f"trace {args.trace}: {trace.shape[0]} steps x {trace.shape[1]} layers x {trace.shape[2]} samples x "
               f"{trace.num_experts} experts on {args.topology}")
         print(f"NetMoE combine all-to-all: time x{n['time_ratio']:.3f}, inter-node bytes x{n['inter_bytes_ratio']:.3f}"
               f" (solver {n['solver_ms_per_layer']:.2f} ms/layer)")
+        if args.ceiling:
+            print(f"ceiling of any placement: time x{n['bound_time_ratio']:.3f} "
+                  f"(x{n['bound_nores_time_ratio']:.3f} ignoring the residual rows)")
     else:
         from sgl.systems.moe.traces import load_laer_loads
 

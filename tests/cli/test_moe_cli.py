@@ -34,9 +34,12 @@ def test_train_writes_summary_and_trace_that_plan_reads(data_path, tmp_path, cap
 
 def test_plan_on_a_synthetic_trace_and_on_the_laer_artifact(data_path, tmp_path, capsys):
     path = save_trace(synthetic_trace(1, 2, 32, 16, tokens=64, top_k=2, affinity=0.9, seed=0), tmp_path / "s.npz")
-    assert main(["moe", "plan", "--trace", str(path), "--topology", "2x4"]) == 0
-    ratio = float(capsys.readouterr().out.split("time x")[1].split(",")[0])
+    assert main(["moe", "plan", "--trace", str(path), "--topology", "2x4", "--ceiling"]) == 0
+    text = capsys.readouterr().out
+    ratio = float(text.split("time x")[1].split(",")[0])
     assert ratio < 0.9  # strong per-sample affinity: NetMoE cuts the modelled combine time
+    ceiling = float(text.split("ceiling of any placement: time x")[1].split()[0])
+    assert ceiling <= ratio + 1e-3  # no placement beats the bound
     csv = data_path("moe_traces", "token_analysis_backup.csv")
     assert main(["moe", "plan", "--laer-csv", str(csv), "--model", "mixtral-8x7b-e8k2", "--topology", "4x8",
                  "--out", str(tmp_path / "laer.json")]) == 0
@@ -89,3 +92,35 @@ def test_train_under_torchrun(data_path, tmp_path):
     subprocess.run(cmd, check=True, timeout=300, capture_output=True)
     summary = json.loads(out.read_text())
     assert summary["procs"] == 2 and summary["routed_rows"] == 2 * 4 * 64 * 2
+
+
+def _train_two_procs(root, tmp_path, *extra):
+    out = tmp_path / "run.json"
+    argv = ["moe", "train", "--root", str(root), "--procs", "2", "--steps", "3", "--batch-size", "4",
+            "--vocab-size", "256", "--num-layers", "1", "--max-documents", "20", "--val-batches", "1",
+            "--cache-dir", str(tmp_path / "tok"), "--no-progress", "--timeout", "120", "--start-method", "fork",
+            "--out", str(out), *extra]
+    assert main(argv) == 0
+    return json.loads(out.read_text())
+
+
+def test_train_lsh_and_fsep_under_two_processes(data_path, tmp_path, capsys):
+    root = data_path("wikitext2")
+    lsh = _train_two_procs(root, tmp_path, "--dispatch", "lsh", "--lsh-hashes", "1", "--lsh-proj-dim", "2")
+    assert lsh["procs"] == 2 and lsh["dispatch"] == "lsh"
+    assert lsh["routed_rows"] == 3 * 4 * 64 * 2  # every (token, choice) of the 3 global batches
+    assert 0 < lsh["sent_rows"] <= 8 * 2 * 3 * 2 * 2  # <= 4 buckets x 8 experts x 3 steps x 2 ranks (+val)
+    assert np.isfinite(lsh["val_loss"]) and lsh["final_loss"] < lsh["first_loss"]
+    fsep = _train_two_procs(root, tmp_path, "--dispatch", "fsep", "--balance", "laer", "--capacity-factor", "1.0")
+    assert fsep["procs"] == 2 and fsep["dispatch"] == "fsep"
+    assert fsep["layout_changes"] == 2  # LAER planned after steps 1 and 2, each applied a step later
+    assert fsep["dropped_pairs"] > 0 and fsep["sent_rows"] == fsep["routed_rows"] == 3 * 4 * 64 * 2 - fsep["dropped_pairs"]
+    # Capacity per expert per rank: one process with the batch cut into 2 capacity groups is the same run.
+    one = _train_two_procs(root, tmp_path, "--procs", "1", "--capacity-factor", "1.0", "--capacity-groups", "2")
+    assert one["dropped_pairs"] == fsep["dropped_pairs"]
+    assert one["loss"] == pytest.approx(fsep["loss"], rel=1e-5)
+    glob = _train_two_procs(root, tmp_path, "--procs", "1", "--capacity-factor", "1.0", "--capacity-groups", "1")
+    assert glob["dropped_pairs"] != fsep["dropped_pairs"]  # one global capacity is another definition
+    assert np.isfinite(fsep["val_loss"]) and fsep["final_loss"] < fsep["first_loss"]
+    text = capsys.readouterr().out
+    assert "moe train: 2 procs, dispatch lsh" in text and "dispatch fsep, placement none, balance laer" in text

@@ -2,8 +2,9 @@
 placement, LSH-MoE compression, FlexMoE / LAER-MoE balancing and the FSEP runtime.
 
 One module per job: ``config``/``router``/``experts``/``layer`` (the layer), ``ep`` (EP, padded
-dispatch, groups, gradient sync), ``netmoe`` + ``netmoe_runtime``, ``lsh``, ``balance`` + ``fsep``,
-``topology`` (the α–β all-to-all model), ``traces`` (the on-disk format), ``train`` (the per-rank
+dispatch, groups, gradient sync), ``netmoe`` + ``netmoe_runtime`` + ``netmoe_bound`` (the ceiling
+of any placement) + ``netmoe_refine`` (min–max swaps), ``lsh`` + ``oracle`` (k-means, the ceiling of centroid compression),
+``balance`` + ``fsep``, ``topology`` (the α–β all-to-all model), ``traces`` (the on-disk format), ``train`` (the per-rank
 loop), ``workload`` (WikiText-2), ``plan`` (modelled reports for ``sgl moe plan``).
 
 >>> import torch
@@ -22,7 +23,10 @@ from sgl.systems.moe.layer import (Dispatcher, LocalDispatcher, MoELayer, moe_au
                                    update_expert_bias)
 from sgl.systems.moe.lsh import CrossPolytopeLSH, LSHDispatcher, lsh_compress
 from sgl.systems.moe.netmoe import combine_volume, device_counts, netmoe_placement, original_placement, placement_cost
+from sgl.systems.moe.netmoe_bound import placement_lower_bound, placement_lp_bound, relaxed_nodes
+from sgl.systems.moe.netmoe_refine import netmoe_refined, refine_placement
 from sgl.systems.moe.netmoe_runtime import NetMoEDispatcher
+from sgl.systems.moe.oracle import KMeansDispatcher, kmeans_compress
 from sgl.systems.moe.router import Assignment, TopKRouter, balance_loss
 from sgl.systems.moe.topology import Topology, alltoall_time
 from sgl.systems.moe.traces import RoutingTrace, load_laer_loads, load_trace, save_trace, synthetic_trace
@@ -34,8 +38,9 @@ __all__ = [
     "LocalDispatcher", "EPDispatcher", "PaddedDispatcher", "ExpertParallel", "all_to_all_autograd",
     "moe_layers", "moe_aux_loss", "update_expert_bias",
     "Topology", "alltoall_time", "netmoe_placement", "original_placement", "device_counts", "combine_volume",
-    "placement_cost", "NetMoEDispatcher",
-    "CrossPolytopeLSH", "lsh_compress", "LSHDispatcher",
+    "placement_cost", "NetMoEDispatcher", "placement_lower_bound", "placement_lp_bound", "relaxed_nodes",
+    "refine_placement", "netmoe_refined",
+    "CrossPolytopeLSH", "lsh_compress", "LSHDispatcher", "kmeans_compress", "KMeansDispatcher",
     "CostParams", "static_layout", "route_tokens", "iteration_time", "flexmoe_plan", "laer_replicas",
     "laer_placement", "laer_plan", "FSEPRuntime", "FSEPShard", "round_robin_layout",
     "RoutingTrace", "save_trace", "load_trace", "synthetic_trace", "load_laer_loads",

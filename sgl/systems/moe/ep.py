@@ -129,6 +129,7 @@ class _DPDispatcher(LocalDispatcher):
     def __init__(self, ep: ExpertParallel) -> None:
         super().__init__()
         self.ep = ep
+        self.routing_ranks = ep.world
 
     def global_counts(self, counts: torch.Tensor) -> torch.Tensor:
         return comm.all_reduce(counts.clone(), timeout=self.ep.timeout)
@@ -144,6 +145,7 @@ class EPDispatcher(Dispatcher):
     def __init__(self, ep: ExpertParallel) -> None:
         super().__init__()
         self.ep = ep
+        self.routing_ranks = ep.world
 
     def global_counts(self, counts: torch.Tensor) -> torch.Tensor:
         return comm.all_reduce(counts.clone(), timeout=self.ep.timeout)
@@ -185,6 +187,7 @@ class PaddedDispatcher(Dispatcher):
     def __init__(self, ep: ExpertParallel) -> None:
         super().__init__()
         self.ep = ep
+        self.routing_ranks = ep.world
         self.padded_rows = 0
 
     def global_counts(self, counts: torch.Tensor) -> torch.Tensor:

@@ -86,6 +86,7 @@ class FSEPDispatcher(Dispatcher):
     def __init__(self, runtime: "FSEPRuntime", shard: FSEPShard) -> None:
         super().__init__()
         self.rt, self.shard = runtime, shard
+        self.routing_ranks = runtime.world
 
     def global_counts(self, counts: torch.Tensor) -> torch.Tensor:
         return comm.all_reduce(counts.clone(), timeout=self.rt.timeout)

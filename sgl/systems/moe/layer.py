@@ -26,6 +26,7 @@ class Dispatcher:
 
     def __init__(self) -> None:
         self.sent_rows = 0
+        self.routing_ranks = 1  # ranks that route their own tokens (capacity groups split over them)
 
     def global_counts(self, counts: torch.Tensor) -> torch.Tensor:
         """Per-expert pair counts summed over every rank that routes tokens (identity here)."""
@@ -88,7 +89,7 @@ class MoELayer(nn.Module):
     def forward(self, y: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         shape = y.shape
         x = y.reshape(-1, shape[-1])
-        assign, scores = self.router(x)
+        assign, scores = self.router(x, self.cfg.local_groups(self.dispatcher.routing_ranks, x.shape[0]))
         counts = self.dispatcher.global_counts(assign.counts)
         self.last_counts, self.last_assignment = counts, assign
         self.last_tokens = (shape[0], shape[1]) if y.dim() == 3 else (1, shape[0])

@@ -67,7 +67,8 @@ def lsh_compress(rows: torch.Tensor, expert: torch.Tensor, lsh: CrossPolytopeLSH
 class LSHDispatcher(Dispatcher):
     """Compress before an inner dispatcher (EP, or local): only centroids are exchanged.
 
-    ``compensate=False`` drops the residual term (``y = E(c)``), for the ablation.
+    ``compensate=False`` drops the residual term (``y = E(c)``), for the ablation; ``enabled =
+    False`` sends the rows uncompressed (to evaluate an LSH-trained model exactly).
     ``routed_rows`` counts the rows before compression, ``sent_rows`` those sent.
     """
 
@@ -78,6 +79,8 @@ class LSHDispatcher(Dispatcher):
         self.lsh = CrossPolytopeLSH(dim, num_hashes, seed, proj_dim)
         self.compensate = compensate
         self.routed_rows = 0
+        self.routing_ranks = inner.routing_ranks
+        self.enabled = True
 
     def global_counts(self, counts: torch.Tensor) -> torch.Tensor:
         return self.inner.global_counts(counts)
@@ -90,9 +93,16 @@ class LSHDispatcher(Dispatcher):
     def sent_rows(self, value: int) -> None:
         pass  # the inner dispatcher counts what goes on the wire
 
+    def compress(self, rows: torch.Tensor, expert: torch.Tensor,
+                 num_experts: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(centroids, centroid_counts[E], bucket[A])`` of the rows bound for each expert."""
+        return lsh_compress(rows, expert, self.lsh, num_experts)
+
     def exchange(self, rows: torch.Tensor, counts: torch.Tensor, bank: ExpertBank) -> torch.Tensor:
+        if not self.enabled:
+            return self.inner.exchange(rows, counts, bank)
         expert = torch.arange(counts.numel(), device=rows.device).repeat_interleave(counts)
-        centroids, c_counts, bucket = lsh_compress(rows, expert, self.lsh, counts.numel())
+        centroids, c_counts, bucket = self.compress(rows, expert, counts.numel())
         self.routed_rows += rows.shape[0]
         out = self.inner.exchange(centroids, c_counts, bank)[bucket]
         return out + (rows - centroids[bucket]) if self.compensate else out

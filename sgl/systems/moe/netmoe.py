@@ -67,7 +67,8 @@ def netmoe_placement(counts: np.ndarray, topo: Topology, tokens: np.ndarray | in
     ``counts`` is ``[S, D]`` per-device counts; ``tokens`` the residual rows per sample (0 to
     ignore the residual's move).  The stages minimise summed rows, the all-to-all ends with its
     slowest device: with ``guard`` the original placement is kept when the solution's modelled
-    combine time is not lower.
+    combine time is not lower (:func:`~sgl.systems.moe.netmoe_refine.netmoe_refined` adds
+    min–max swap rounds on top).
 
     >>> c = np.array([[0, 5], [5, 0]])   # sample 0 uses device 1's experts, sample 1 device 0's
     >>> netmoe_placement(c, Topology(2, 1)).tolist()

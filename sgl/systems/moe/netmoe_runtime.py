@@ -15,7 +15,7 @@ from sgl import comm
 from sgl.errors import ConfigError
 from sgl.systems.moe.ep import EPDispatcher, ExpertParallel, all_to_all_autograd, run_grouped
 from sgl.systems.moe.experts import ExpertBank
-from sgl.systems.moe.netmoe import netmoe_placement
+from sgl.systems.moe.netmoe_refine import netmoe_refined
 from sgl.systems.moe.router import Assignment
 from sgl.systems.moe.topology import Topology
 
@@ -33,12 +33,13 @@ class NetMoEDispatcher(EPDispatcher):
     fuses_residual = True
 
     def __init__(self, ep: ExpertParallel, ctx: object, nodes: int = 1, enabled: bool = True,
-                 count_residual: bool = True) -> None:
+                 count_residual: bool = True, refine: int = 0) -> None:
         super().__init__(ep)
         self.ctx = ctx
         self.topo = Topology.of(ep.ep_size, nodes)
         self.enabled = enabled
         self.count_residual = count_residual
+        self.refine = refine  # min-max swap rounds after the two stages (netmoe_refine)
         self.input_sample_ids: torch.Tensor | None = None
         self.last_placement: np.ndarray | None = None
         self.moved = 0  # samples that changed rank, summed over forwards
@@ -56,7 +57,8 @@ class NetMoEDispatcher(EPDispatcher):
         counts = np.zeros((p * b, p), dtype=np.int64)
         for r in range(p):
             np.add.at(counts, (slot_of[r].numpy(), (exps[r] // el).numpy()), 1)
-        place = (netmoe_placement(counts, self.topo, tokens=s if self.count_residual else 0) if self.enabled
+        place = (netmoe_refined(counts, self.topo, tokens=s if self.count_residual else 0, rounds=self.refine)
+                 if self.enabled
                  else np.arange(p * b) // b)
         self.last_placement = place
         self.moved += int((place != np.arange(p * b) // b).sum())

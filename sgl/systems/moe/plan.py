@@ -17,7 +17,9 @@ import numpy as np
 
 from sgl.errors import ConfigError
 from sgl.systems.moe.balance import CostParams, flexmoe_plan, iteration_time, laer_plan, static_layout
-from sgl.systems.moe.netmoe import device_counts, netmoe_placement, original_placement, placement_cost
+from sgl.systems.moe.netmoe import device_counts, original_placement, placement_cost
+from sgl.systems.moe.netmoe_bound import placement_lower_bound, placement_lp_bound
+from sgl.systems.moe.netmoe_refine import netmoe_refined
 from sgl.systems.moe.topology import Topology, alltoall_time
 from sgl.systems.moe.traces import RoutingTrace
 
@@ -42,18 +44,34 @@ def source_loads(expert_counts: np.ndarray, num_devices: int) -> np.ndarray:
 
 
 def netmoe_report(trace: RoutingTrace, topo: Topology, bytes_per_token: float,
-                  count_residual: bool = True) -> dict[str, Any]:
+                  count_residual: bool = True, bounds: bool = False,
+                  exact_time_limit: float | None = None, refine: int = 0) -> dict[str, Any]:
     """Summed all-to-all bytes and time over every (step, layer), original vs NetMoE, and solver ms.
 
     As in the runtime, samples stay where layer ``l`` placed them: layer ``l+1`` dispatches from
     there and its solver starts from there (the residual of a sample moves from its current rank).
     ``*_time_s`` is the combine; ``*_a2a_time_s`` adds the dispatch (dispatch + combine per layer).
+
+    ``bounds``: also the ceiling of *any* placement (:mod:`~sgl.systems.moe.netmoe_bound`):
+    ``bound_time_s`` the LP bound on the combine from where the samples are (with this report's
+    residual accounting), ``bound_nores_time_s`` the LP bound without residual rows (valid for
+    every start and accounting), ``relaxed_inter_bytes`` every sample on its cheapest node with
+    no slot capacity; ``*_ratio`` divides by the original placement's figure.  With
+    ``exact_time_limit`` (seconds per layer) the integral min–max problem is solved too (a MILP):
+    the bounds become ``max(LP, the solver's dual bound)`` and ``best_time_s`` /
+    ``best_nores_time_s`` sum the best placement it found (the optimum where ``exact_solved`` = 1).
+    ``refine``: NetMoE followed by that many min–max swap rounds (``netmoe_refine``).
     """
     _check(trace, topo)
     d = topo.num_devices
     res = trace.tokens_per_sample if count_residual else 0
     keys = ("orig_time_s", "netmoe_time_s", "orig_a2a_time_s", "netmoe_a2a_time_s", "orig_inter_bytes",
             "netmoe_inter_bytes", "orig_intra_bytes", "netmoe_intra_bytes")
+    exact = bounds and exact_time_limit is not None
+    if bounds:
+        keys += ("bound_time_s", "bound_nores_time_s", "relaxed_inter_bytes")
+    if exact:
+        keys += ("best_time_s", "best_nores_time_s", "exact_solved")
     tot = {k: 0.0 for k in keys}
     solve = []
     for step in trace.counts:
@@ -63,10 +81,21 @@ def netmoe_report(trace: RoutingTrace, topo: Topology, bytes_per_token: float,
             c = device_counts(layer, d)
             order = np.argsort(cur, kind="stable")  # slot order: samples grouped by current rank
             t0 = time.perf_counter()
-            p_ord = netmoe_placement(c[order], topo, tokens=res)
+            p_ord = netmoe_refined(c[order], topo, tokens=res, rounds=refine)
             solve.append(time.perf_counter() - t0)
             a = placement_cost(c, p0, topo, bytes_per_token, res)
             b = placement_cost(c[order], p_ord, topo, bytes_per_token, res)
+            if bounds:
+                for key, cc, tk in (("", c[order], res), ("_nores", c, 0)):
+                    low = placement_lp_bound(cc, topo, bytes_per_token, tk)["time_s"]
+                    if exact:
+                        ex = placement_lp_bound(cc, topo, bytes_per_token, tk, integral=True,
+                                                time_limit=exact_time_limit)
+                        low = max(low, ex["dual_bound_s"])
+                        tot[f"best{key}_time_s"] += ex["time_s"]
+                        tot["exact_solved"] += 0.5 * ex["optimal"]
+                    tot[f"bound{key}_time_s"] += low
+                tot["relaxed_inter_bytes"] += placement_lower_bound(c[order], topo, bytes_per_token, res)["inter_bytes"]
             disp_a = alltoall_time(_dispatch_volume(c, p0, d), topo, bytes_per_token)["time_s"]
             disp_b = alltoall_time(_dispatch_volume(c, cur, d), topo, bytes_per_token)["time_s"]
             tot["orig_time_s"] += a["time_s"]
@@ -81,6 +110,14 @@ def netmoe_report(trace: RoutingTrace, topo: Topology, bytes_per_token: float,
     tot["time_ratio"] = tot["netmoe_time_s"] / max(tot["orig_time_s"], 1e-300)
     tot["a2a_time_ratio"] = tot["netmoe_a2a_time_s"] / max(tot["orig_a2a_time_s"], 1e-300)
     tot["inter_bytes_ratio"] = tot["netmoe_inter_bytes"] / max(tot["orig_inter_bytes"], 1e-300)
+    if bounds:
+        tot["bound_time_ratio"] = tot["bound_time_s"] / max(tot["orig_time_s"], 1e-300)
+        tot["bound_nores_time_ratio"] = tot["bound_nores_time_s"] / max(tot["orig_time_s"], 1e-300)
+        tot["relaxed_inter_bytes_ratio"] = tot["relaxed_inter_bytes"] / max(tot["orig_inter_bytes"], 1e-300)
+    if exact:
+        tot["best_time_ratio"] = tot["best_time_s"] / max(tot["orig_time_s"], 1e-300)
+        tot["best_nores_time_ratio"] = tot["best_nores_time_s"] / max(tot["orig_time_s"], 1e-300)
+        tot["exact_solved"] /= max(1, len(solve))
     tot["solver_ms_per_layer"] = 1e3 * float(np.mean(solve))
     return tot
 

@@ -40,7 +40,8 @@ class TopKRouter(nn.Module):
     The bias ``b`` (a buffer, DeepSeek-V3's aux-loss-free balancing) only changes *which* experts
     are chosen; the weights are the unbiased scores ``s_{t,e}`` of the chosen experts, rescaled
     to sum to one when ``normalize_weights``.  Capacity: with ``C = ceil(cf * T * k / E)`` each
-    expert keeps its first ``C`` pairs (first choices have priority, GShard).
+    expert keeps its first ``C`` pairs (first choices have priority, GShard); with ``groups`` the
+    ``T`` tokens form that many contiguous groups, each with its own ``C`` of ``T / groups``.
 
     >>> cfg = MoEConfig(hidden_size=8, ffn_hidden_size=16, num_experts=4, top_k=2)
     >>> a, probs = TopKRouter(cfg)(torch.randn(5, 8))
@@ -58,7 +59,7 @@ class TopKRouter(nn.Module):
         with torch.no_grad():
             self.weight.copy_(torch.rand(self.weight.shape, generator=gen) * 2 * bound - bound)
 
-    def forward(self, x: torch.Tensor) -> tuple[Assignment, torch.Tensor]:
+    def forward(self, x: torch.Tensor, groups: int = 1) -> tuple[Assignment, torch.Tensor]:
         cfg = self.cfg
         logits = x @ self.weight.t()
         scores = torch.softmax(logits, dim=-1) if cfg.gate == "softmax" else torch.sigmoid(logits)
@@ -67,7 +68,7 @@ class TopKRouter(nn.Module):
         weights = scores.gather(1, indices)
         if cfg.normalize_weights and (cfg.top_k > 1 or cfg.gate == "sigmoid"):
             weights = weights / weights.sum(dim=-1, keepdim=True)
-        return route(indices, weights, cfg.num_experts, cfg.capacity(x.shape[0])), scores
+        return route(indices, weights, cfg.num_experts, cfg.capacity(x.shape[0] // groups), groups), scores
 
     def update_bias(self, global_counts: torch.Tensor) -> None:
         """One aux-loss-free step: raise the bias of under-loaded experts, lower over-loaded ones."""
@@ -77,8 +78,10 @@ class TopKRouter(nn.Module):
             self.expert_bias.add_(rate * torch.sign(load.mean() - load))
 
 
-def route(indices: torch.Tensor, weights: torch.Tensor, num_experts: int, capacity: int | None) -> Assignment:
-    """Group top-k choices by expert (first choices first) and drop those over ``capacity``."""
+def route(indices: torch.Tensor, weights: torch.Tensor, num_experts: int, capacity: int | None,
+          groups: int = 1) -> Assignment:
+    """Group top-k choices by expert (first choices first) and drop those over ``capacity`` in
+    each of ``groups`` contiguous token groups."""
     t, k = indices.shape
     # Choice-major order: all first choices, then all second choices (GShard priority).
     flat_expert = indices.t().reshape(-1)
@@ -89,9 +92,14 @@ def route(indices: torch.Tensor, weights: torch.Tensor, num_experts: int, capaci
     counts = torch.bincount(expert, minlength=num_experts)
     dropped = 0
     if capacity is not None:
-        starts = torch.cumsum(counts, 0) - counts
-        position = torch.arange(expert.numel(), device=expert.device) - starts[expert]
-        keep = position < capacity
+        # Position of each pair in its (group, expert) block, in priority order.
+        block = (flat_token * groups // t) * num_experts + flat_expert
+        b_order = torch.argsort(block, stable=True)
+        b_counts = torch.bincount(block, minlength=groups * num_experts)
+        starts = torch.cumsum(b_counts, 0) - b_counts
+        position = torch.empty_like(block)
+        position[b_order] = torch.arange(block.numel(), device=block.device) - starts[block[b_order]]
+        keep = position[order] < capacity
         dropped = int((~keep).sum())
         order, expert = order[keep], expert[keep]
         counts = torch.bincount(expert, minlength=num_experts)

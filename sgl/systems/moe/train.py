@@ -28,7 +28,7 @@ from sgl.systems.runtime.tiny_lm import TinyLM
 
 __all__ = ["check_options", "TrainSpec", "SampleContext", "build_moe_lm", "train_moe_lm", "DISPATCHES", "PLACEMENTS", "BALANCERS"]
 
-DISPATCHES = ("local", "ep", "padded", "lsh", "fsep")
+DISPATCHES = ("local", "ep", "padded", "lsh", "fsep", "kmeans")  # kmeans: the LSH oracle (benchmarks)
 PLACEMENTS = ("none", "netmoe")
 BALANCERS = ("none", "flexmoe", "laer")
 
@@ -55,10 +55,12 @@ class TrainSpec:
     ep_size: int | None = None
     lsh_hashes: int = 6
     lsh_proj_dim: int | None = None
-    lsh_compensate: bool = True
+    lsh_compensate: bool = True  # also for dispatch='kmeans'
+    kmeans_rate: float = 0.2  # dispatch='kmeans': centroids / routed rows of each expert
     fsep_layouts: list[list[list[int]]] | None = None  # per step: per rank the hosted experts
     nodes: int = 1
     netmoe_count_residual: bool = True  # the solver weighs moving a sample's residual stream
+    netmoe_refine: int = 0  # min-max swap rounds after NetMoE's two stages
     val_batches: torch.Tensor | None = None
     record_grads: bool = False
     record_traces: bool = False
@@ -71,6 +73,7 @@ class TrainSpec:
         check_choice(self.optimizer, "optimizer", ("sgd", "adamw"))
         check_real(self.lr, "lr", 0.0, open_low=True)
         check_int(self.lsh_hashes, "lsh_hashes", 1)
+        check_real(self.kmeans_rate, "kmeans_rate", 0.0, 1.0, open_low=True)
         if self.batches.dim() != 3 or self.batches.dtype != torch.long:
             raise ConfigError(f"batches must be a [steps, B, S+1] int64 tensor, got {tuple(self.batches.shape)} "
                               f"{self.batches.dtype}")
@@ -119,6 +122,12 @@ def _install(model: nn.Module, spec: TrainSpec, ctx: SampleContext) -> Any:
             layer.dispatcher = LSHDispatcher(layer.dispatcher, layer.cfg.hidden_size, spec.lsh_hashes,
                                              seed=spec.seed + i, compensate=spec.lsh_compensate,
                                              proj_dim=spec.lsh_proj_dim)
+    if spec.dispatch == "kmeans":
+        from sgl.systems.moe.oracle import KMeansDispatcher
+
+        for i, layer in enumerate(moe_layers(model)):
+            layer.dispatcher = KMeansDispatcher(layer.dispatcher, layer.cfg.hidden_size, spec.kmeans_rate,
+                                                seed=spec.seed + i, compensate=spec.lsh_compensate)
     if spec.placement == "netmoe":
         from sgl.systems.moe.netmoe_runtime import NetMoEDispatcher
 
@@ -126,7 +135,8 @@ def _install(model: nn.Module, spec: TrainSpec, ctx: SampleContext) -> Any:
             raise ConfigError("placement='netmoe' needs pure expert parallelism (ep_size = world size)")
         for layer in moe_layers(model):
             layer.dispatcher = NetMoEDispatcher(ep, ctx, nodes=spec.nodes,
-                                                count_residual=spec.netmoe_count_residual)
+                                                count_residual=spec.netmoe_count_residual,
+                                                refine=spec.netmoe_refine)
     return ep
 
 
@@ -147,7 +157,7 @@ def train_moe_lm(rank: int, world: int, spec: TrainSpec) -> dict[str, Any]:
     opt = (torch.optim.SGD(params, lr=spec.lr) if spec.optimizer == "sgd"
            else torch.optim.AdamW(params, lr=spec.lr, weight_decay=0.0))
     steps = spec.batches.shape[0]
-    out: dict[str, Any] = {"loss": [], "step_time": [], "grads": [], "traces": [], "sent_rows": 0}
+    out: dict[str, Any] = {"loss": [], "step_time": [], "grads": [], "traces": [], "sent_rows": 0, "dropped": []}
     it = range(steps)
     if spec.progress and rank == 0:
         from tqdm import tqdm
@@ -159,6 +169,7 @@ def train_moe_lm(rank: int, world: int, spec: TrainSpec) -> dict[str, Any]:
             par.begin_step(step)
         batch = spec.batches[step]
         loss, local_loss = _loss(model, batch, rank, world, ctx)
+        out["dropped"].append([layer.last_assignment.dropped for layer in moe_layers(model)])  # this rank's
         opt.zero_grad(set_to_none=True)
         (local_loss + moe_aux_loss(model) / world).backward()
         if par is not None:
@@ -178,6 +189,13 @@ def train_moe_lm(rank: int, world: int, spec: TrainSpec) -> dict[str, Any]:
                              for layer in moe_layers(model))
     if spec.val_batches is not None:
         out["val_loss"] = evaluate(model, spec.val_batches, rank, world, ctx)
+        compressed = [layer.dispatcher for layer in moe_layers(model) if hasattr(layer.dispatcher, "enabled")]
+        if compressed:  # LSH / k-means: the same model evaluated with exact (uncompressed) dispatch
+            for d in compressed:
+                d.enabled = False
+            out["val_loss_exact"] = evaluate(model, spec.val_batches, rank, world, ctx)
+            for d in compressed:
+                d.enabled = True
     return out
 
 

@@ -48,6 +48,7 @@ class WikiTextMoEConfig:
     val_batches: int = 4
     max_documents: int | None = None  # only the first N train/valid articles (tests, quick runs)
     seed: int = 0
+    capacity_groups: int | None = None  # see MoEConfig: None = capacity per expert per rank
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "seq_len", "vocab_size", "hidden_size", "num_layers", "val_batches"):
@@ -64,7 +65,7 @@ class WikiTextMoEConfig:
     def moe(self) -> MoEConfig:
         return MoEConfig(self.hidden_size, self.ffn_hidden_size, self.num_experts, self.top_k, self.gate,
                          self.activation, self.capacity_factor, self.aux_loss_coef, self.bias_update_rate,
-                         seed=self.seed)
+                         seed=self.seed, capacity_groups=self.capacity_groups)
 
 
 def wikitext_batches(root: str | Path, cfg: WikiTextMoEConfig,
@@ -97,18 +98,27 @@ def _worker(rank: int, world: int, spec: TrainSpec) -> dict[str, Any]:
     return out
 
 
+def _dropped(result: dict[str, Any]) -> int:
+    """(token, expert) pairs this rank's capacity dropped over the training steps."""
+    return int(sum(map(sum, result["dropped"])))
+
+
 def run_wikitext_moe(root: str | Path, cfg: WikiTextMoEConfig, *, procs: int = 2, dispatch: str = "ep",
                      placement: str = "none", balance: str = "none", lsh_hashes: int = 6,
                      lsh_proj_dim: int | None = None, nodes: int = 1,
                      trace_out: str | Path | None = None, cache_dir: str | Path | None = None,
-                     progress: bool = False, timeout: float = 3600.0, launcher: str = "spawn") -> dict[str, Any]:
+                     progress: bool = False, timeout: float = 3600.0, launcher: str = "spawn",
+                     start_method: str = "spawn") -> dict[str, Any]:
     """Train on WikiText-2 in ``procs`` gloo processes (1: in this process); returns the summary.
 
     ``launcher="torchrun"``: this process is one rank of a ``torchrun`` launch (``procs`` is
     ignored; ``comm.init()`` reads the environment); only rank 0 writes the trace.
+    ``start_method``: how :func:`sgl.comm.spawn` starts the processes (``"fork"`` shares this
+    process's imports: seconds faster to start, POSIX only).
     """
     check_int(procs, "procs", 1)
     check_choice(launcher, "launcher", ("spawn", "torchrun"))
+    check_choice(start_method, "start_method", ("spawn", "fork", "forkserver"))
     check_options(dispatch, placement, balance)
     if launcher == "torchrun":
         comm.init()
@@ -123,19 +133,20 @@ def run_wikitext_moe(root: str | Path, cfg: WikiTextMoEConfig, *, procs: int = 2
                      progress=progress)
     if launcher == "torchrun":
         mine = _worker(comm.get_rank(), procs, spec)
-        rows = comm.all_reduce(torch.tensor([mine["sent_rows"], mine["routed_rows"]]))
-        mine["sent_rows"], mine["routed_rows"] = int(rows[0]), int(rows[1])
+        rows = comm.all_reduce(torch.tensor([mine["sent_rows"], mine["routed_rows"], _dropped(mine)]))
+        mine["sent_rows"], mine["routed_rows"], mine["dropped_total"] = int(rows[0]), int(rows[1]), int(rows[2])
         results = [mine]
     elif procs == 1:
         results = [train_moe_lm(0, 1, spec)]
     else:
-        results = comm.spawn(_worker, procs, spec, timeout=timeout)
+        results = comm.spawn(_worker, procs, spec, timeout=timeout, start_method=start_method)
     r0 = results[0]
     summary: dict[str, Any] = {
         "config": asdict(cfg), "procs": procs, "dispatch": dispatch, "placement": placement, "balance": balance,
         "first_loss": r0["loss"][0], "final_loss": r0["loss"][-1], "val_loss": r0.get("val_loss"),
         "mean_step_s": float(np.mean(r0["step_time"][1:] or r0["step_time"])),
         "sent_rows": sum(r["sent_rows"] for r in results), "routed_rows": sum(r["routed_rows"] for r in results),
+        "dropped_pairs": (r0["dropped_total"] if "dropped_total" in r0 else sum(_dropped(r) for r in results)),
         "moved_samples": r0["moved_samples"], "layout_changes": r0["layout_changes"], "loss": r0["loss"],
     }
     if trace_out is not None and comm.get_rank() == 0:

@@ -3,6 +3,7 @@ EP / padded / expert-data-parallel / NetMoE / LSH / FSEP training against 1-proc
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 import torch
@@ -11,7 +12,10 @@ import sgl.comm as comm
 from sgl.errors import CommError
 from sgl.systems.moe import all_to_all_autograd
 from sgl.systems.moe.train import train_moe_lm
-from tests.systems.moe.helpers import TIMEOUT, spec
+from tests.systems.moe.helpers import MOE, TIMEOUT, spec
+
+#: token dropping: capacity 0.75 * tokens * k / E per (group, expert); groups = ranks by default
+CAP = replace(MOE, capacity_factor=0.75)
 
 #: FSEP layouts, one per step: replicas (expert 2 twice in step 3), uneven slot counts
 LAYOUTS = [[[0, 1, 2], [3]], [[1, 3], [0, 2]], [[0, 1, 2, 3], [2]]]
@@ -22,9 +26,15 @@ VARIANTS = {
     # Random tokens have no sample affinity: without the residual term in the objective samples move.
     "netmoe-1node": dict(dispatch="ep", placement="netmoe", nodes=1, netmoe_count_residual=False),
     "netmoe-2nodes": dict(dispatch="ep", placement="netmoe", nodes=2, netmoe_count_residual=False),
+    "netmoe-refine": dict(dispatch="ep", placement="netmoe", nodes=2, netmoe_count_residual=False, netmoe_refine=16),
     "lsh": dict(dispatch="lsh", lsh_hashes=1),
     "fsep": dict(dispatch="fsep", fsep_layouts=LAYOUTS),
     "fsep-laer": dict(dispatch="fsep", balance="laer"),
+    "kmeans-full": dict(dispatch="kmeans", kmeans_rate=1.0),  # every row its own centroid
+    "ep-cap": dict(dispatch="ep", moe=CAP),  # capacity per expert per rank (the default)
+    "ep-cap-g2": dict(dispatch="ep", moe=replace(CAP, capacity_groups=2)),
+    "padded-cap": dict(dispatch="padded", moe=CAP),
+    "fsep-cap": dict(dispatch="fsep", moe=CAP, fsep_layouts=LAYOUTS),
 }
 
 
@@ -58,6 +68,33 @@ def reference():
     return train_moe_lm(0, 1, spec(dispatch="local"))
 
 
+@pytest.fixture(scope="module")
+def reference_cap():
+    """1 process, the same capacity per (group, expert) with the global batch cut into 2 groups."""
+    torch.manual_seed(0)
+    return train_moe_lm(0, 1, spec(dispatch="local", moe=replace(CAP, capacity_groups=2)))
+
+
+@pytest.mark.parametrize("name", ["ep-cap", "ep-cap-g2", "padded-cap", "fsep-cap"])
+def test_capacity_applies_per_expert_per_rank_like_its_single_process_definition(runs, reference_cap, name):
+    dropped = [[a + b for a, b in zip(r0, r1)] for r0, r1 in zip(runs[0][name]["dropped"], runs[1][name]["dropped"])]
+    assert dropped == reference_cap["dropped"]  # the same pairs dropped, step by step, layer by layer
+    assert sum(map(sum, dropped)) > 0  # capacity really binds
+    for r in runs:
+        _same(reference_cap, r[name])
+
+
+def test_one_global_capacity_group_is_a_different_definition(reference_cap):
+    one = train_moe_lm(0, 1, spec(dispatch="local", moe=replace(CAP, capacity_groups=1)))
+    assert one["dropped"] != reference_cap["dropped"]
+
+
+def test_kmeans_at_full_rate_is_the_uncompressed_model(runs, reference):
+    for r in runs:
+        _same(reference, r["kmeans-full"])
+        assert r["kmeans-full"]["sent_rows"] == r["kmeans-full"]["routed_rows"]
+
+
 def test_dispatch_combine_round_trip_exact(runs):
     assert all(r["round_trip"][0] and r["round_trip"][1] for r in runs)
     assert [r["round_trip"][2] for r in runs] == [1 + 2, 3 + 2]  # rank 0 gets its 1 row + rank 1's 2
@@ -78,7 +115,7 @@ def test_two_process_training_equals_single_process(runs, reference, name):
         _same(reference, r[name])
 
 
-@pytest.mark.parametrize("name", ["netmoe-1node", "netmoe-2nodes"])
+@pytest.mark.parametrize("name", ["netmoe-1node", "netmoe-2nodes", "netmoe-refine"])
 def test_netmoe_placement_never_changes_loss_or_gradients(runs, reference, name):
     assert sum(r[name]["moved_samples"] for r in runs) > 0  # samples really changed ranks
     for r in runs:
