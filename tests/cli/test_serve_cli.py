@@ -36,12 +36,16 @@ def test_serve_bench_small(tmp_path, capsys):
     assert len(rows) == 4
     full = [r for r in rows if r["budget"] == 1.0]
     assert all(r["agreement"] == 1.0 and r["output_error"] < 1e-5 for r in full)
+    pq = next(r for r in rows if r["method"] == "pqcache" and r["budget"] == 0.1)
+    assert pq["bytes_per_step_no_cache"] > 0 and 0 <= pq["lfu_hit_rate"] <= 1 and "slow-tier KV" in text
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--budget", "0"], "budget must be a number in (0.0, 1.0]"),
     (["--budget", "1.5"], "budget must be a number in (0.0, 1.0]"),
     (["--subvectors", "3"], "num_subvectors=3 does not divide the head dimension"),
+    (["--cache-blocks", "-1"], "--cache-blocks must be an integer >= 0"),
+    (["--recent-ratio", "2"], "--recent-ratio must be"),
 ])
 def test_serve_bench_bad_input(argv, message, tmp_path, capsys):
     rc = main(["serve", "bench", "--root", str(tmp_path), "--hidden", "32", "--heads", "2", "--kv-heads", "1"]

@@ -16,7 +16,7 @@ from typing import Any, Optional, Tuple, Union
 
 import torch
 
-from sgl._checks import check_int, check_real
+from sgl._checks import check_choice, check_int, check_real
 from sgl.fileio import atomic_write
 
 __all__ = ["TinyLlamaSpec", "tiny_llama_config", "train_tiny_llama", "wikitext_ids", "warmup_linear"]
@@ -62,12 +62,14 @@ def wikitext_ids(root: Union[str, Path], split: str, tokenizer: Any) -> torch.Te
 def train_tiny_llama(root: Union[str, Path], *, spec: TinyLlamaSpec = TinyLlamaSpec(), steps: int = 200,
                      seq_len: int = 256, batch_size: int = 8, lr: float = 3e-3, seed: int = 0,
                      documents: Optional[int] = None, cache_dir: Optional[Union[str, Path]] = None,
-                     progress: bool = False) -> Tuple[Any, Any]:
+                     progress: bool = False, train_attention: str = "eager") -> Tuple[Any, Any]:
     """``(model, tokenizer)``: a tiny Llama trained with AdamW on WikiText-2 train (cached).
 
     Loss is next-token cross-entropy on random ``seq_len`` windows; the model is returned in
     ``eval()`` mode with eager attention. ``documents`` keeps only the first articles (the
-    tokenizer and the training stream; tests use it to train in seconds).
+    tokenizer and the training stream; tests use it to train in seconds). ``train_attention``
+    ``"sdpa"`` trains with fused attention (~3x faster on 2k windows here; the same maths up to
+    rounding, cached under its own key).
     """
     from transformers import LlamaForCausalLM
 
@@ -77,6 +79,7 @@ def train_tiny_llama(root: Union[str, Path], *, spec: TinyLlamaSpec = TinyLlamaS
     seq_len = check_int(seq_len, "seq_len", minimum=2)
     batch_size = check_int(batch_size, "batch_size", minimum=1)
     lr = check_real(lr, "lr", 0.0, 1.0, open_low=True)
+    train_attention = check_choice(train_attention, "train_attention", ("eager", "sdpa"))
     docs = wikitext2_documents(root, "train")
     if documents is not None:
         docs = docs[: check_int(documents, "documents", minimum=1)]
@@ -84,8 +87,10 @@ def train_tiny_llama(root: Union[str, Path], *, spec: TinyLlamaSpec = TinyLlamaS
     torch.manual_seed(seed)
     model = LlamaForCausalLM(tiny_llama_config(spec))
     model.set_attn_implementation("eager")
-    key = hashlib.sha256(json.dumps([asdict(spec), steps, seq_len, batch_size, lr, seed,
-                                            documents, "v1"]).encode()).hexdigest()[:16]
+    settings = [asdict(spec), steps, seq_len, batch_size, lr, seed, documents, "v1"]
+    if train_attention != "eager":   # keeps the keys of models trained before the option existed
+        settings.append(train_attention)
+    key = hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
     path = Path(cache_dir).expanduser() / f"tiny-llama-{key}.pt" if cache_dir is not None else None
     if path is not None and path.is_file():
         model.load_state_dict(torch.load(path, weights_only=True))
@@ -93,6 +98,7 @@ def train_tiny_llama(root: Union[str, Path], *, spec: TinyLlamaSpec = TinyLlamaS
     from sgl.systems.text import encode_corpus
 
     ids = encode_corpus(tok, docs)
+    model.set_attn_implementation(train_attention)
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     sched = warmup_linear(opt, steps)
@@ -110,6 +116,7 @@ def train_tiny_llama(root: Union[str, Path], *, spec: TinyLlamaSpec = TinyLlamaS
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
+    model.set_attn_implementation("eager")
     model.eval()
     if path is not None:
         with atomic_write(path) as handle:

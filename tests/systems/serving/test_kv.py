@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from sgl.errors import ConfigError
-from sgl.systems.serving.kv import (METHODS, KVBudget, KVMetrics, LFUBlockCache, PQIndex, kv_selection,
-                                    make_selector, sparse_decode_attention)
+from sgl.systems.serving.kv import (METHODS, KVBudget, KVMetrics, PQIndex, kv_selection, make_selector,
+                                    sparse_decode_attention)
 from sgl.systems.serving.kv.evaluate import evaluate_selection, full_logits
 
 
@@ -121,15 +121,6 @@ def test_subvectors_must_divide_head_dim(qkv):
         make_selector("sparq")
     with pytest.raises(ConfigError, match="options of quest"):
         make_selector("quest", 0.1, bits=3)
-
-
-def test_lfu_cache_keeps_frequent_blocks():
-    cache = LFUBlockCache(capacity=2, block_size=10)
-    for _ in range(3):
-        cache.access("h", [5, 15])                 # blocks 0, 1 every time
-    assert cache.access("h", [25]) == (0, 1)       # block 2 seen once: not resident before
-    assert cache.access("h", [5, 15, 25]) == (2, 1)
-    assert cache.hit_rate == pytest.approx(6 / 10)
 
 
 def test_generate_identical_at_full_budget_and_differs_when_sparse(tiny_llama):

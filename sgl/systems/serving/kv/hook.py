@@ -36,8 +36,9 @@ import torch
 
 from sgl.errors import ConfigError
 from sgl.systems.serving.kv.selectors import KVSelector, group_softmax_scores
+from sgl.systems.serving.kv.tiered import gather_kv
 
-__all__ = ["kv_selection", "sparse_decode_attention", "KVMetrics", "ATTN_NAME"]
+__all__ = ["kv_selection", "sparse_decode_attention", "gather_kv", "attend", "KVMetrics", "ATTN_NAME"]
 
 #: the name the hook is registered under in ``transformers``' attention interfaces
 ATTN_NAME = "sgl_kv"
@@ -71,6 +72,22 @@ def _eager(query, key, value, attention_mask, scaling, groups):
     return torch.matmul(weights, v), weights
 
 
+def attend(query: torch.Tensor, k: torch.Tensor, v: torch.Tensor, index: torch.Tensor, valid: torch.Tensor,
+           scaling: float, attention_mask: Optional[torch.Tensor] = None, length: Optional[int] = None):
+    """``softmax(q k^T * scaling + mask) v`` of one decode query over gathered ``k, v [B, Hkv, n, d]``."""
+    b, hkv, n = index.shape
+    groups = query.shape[1] // hkv
+    logits = torch.matmul(query, _repeat(k, groups).transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        t = length if length is not None else attention_mask.shape[-1]
+        cols = attention_mask[:, 0, -1, :t].expand(b, hkv, t).gather(-1, index)
+        logits = logits + _repeat(cols, groups).unsqueeze(2)
+    if not bool(valid.all()):
+        logits = logits.masked_fill(~_repeat(valid, groups).unsqueeze(2), float("-inf"))
+    probs = torch.softmax(logits, dim=-1, dtype=torch.float32).to(query.dtype)
+    return torch.matmul(probs, _repeat(v, groups)), probs
+
+
 def sparse_decode_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,
                             scaling: float, attention_mask: Optional[torch.Tensor] = None):
     """Attention of one decode query ``[B, Hq, 1, d]`` over the tokens ``mask [B, Hkv, T]`` keeps.
@@ -78,23 +95,9 @@ def sparse_decode_attention(query: torch.Tensor, key: torch.Tensor, value: torch
     Returns ``(output [B, Hq, 1, d], probs [B, Hq, 1, n], index [B, Hkv, n], valid [B, Hkv, n])``
     with ``n`` the largest kept count (rows with fewer kept tokens are padded and masked out).
     """
-    b, hkv, t = mask.shape
-    groups = query.shape[1] // hkv
-    counts = mask.sum(-1)
-    n = int(counts.max())
-    index = torch.argsort((~mask).to(torch.int8), dim=-1, stable=True)[..., :n]   # kept ids, ascending
-    valid = torch.arange(n, device=mask.device) < counts.unsqueeze(-1)
-    d = key.shape[-1]
-    k = key.gather(2, index.unsqueeze(-1).expand(b, hkv, n, d))
-    v = value.gather(2, index.unsqueeze(-1).expand(b, hkv, n, value.shape[-1]))
-    logits = torch.matmul(query, _repeat(k, groups).transpose(2, 3)) * scaling
-    if attention_mask is not None:
-        cols = attention_mask[:, 0, -1, :t].expand(b, hkv, t).gather(-1, index)
-        logits = logits + _repeat(cols, groups).unsqueeze(2)
-    if not bool(valid.all()):
-        logits = logits.masked_fill(~_repeat(valid, groups).unsqueeze(2), float("-inf"))
-    probs = torch.softmax(logits, dim=-1, dtype=torch.float32).to(query.dtype)
-    return torch.matmul(probs, _repeat(v, groups)), probs, index, valid
+    k, v, index, valid = gather_kv(key, value, mask)
+    out, probs = attend(query, k, v, index, valid, scaling, attention_mask, key.shape[2])
+    return out, probs, index, valid
 
 
 def _record(metrics: KVMetrics, selector: KVSelector, query, key, value, attention_mask, scaling, mask, out):
@@ -125,7 +128,8 @@ def _attention(module, query, key, value, attention_mask, scaling, dropout=0.0, 
         return out.transpose(1, 2).contiguous(), weights
     selector, metrics = hook.selector, hook.metrics
     mask = selector.select(module.layer_idx, query, key)
-    out, probs, index, valid = sparse_decode_attention(query, key, value, mask, scaling, attention_mask)
+    k, v, index, valid = selector.gather(module.layer_idx, key, value, mask)   # PQCache: via its KV tiers
+    out, probs = attend(query, k, v, index, valid, scaling, attention_mask, key.shape[2])
     b, hkv, n = index.shape
     grouped = probs.reshape(b, hkv, groups, n).float().sum(2) * valid
     selector.observe(module.layer_idx, mask, torch.zeros(b, hkv, key.shape[2]).scatter_add_(-1, index, grouped))

@@ -1,4 +1,4 @@
-"""Product quantization of attention keys (faiss) and the LFU block cache of PQCache.
+"""Product quantization of attention keys (faiss) for PQCache.
 
 Keys ``k ∈ R^d`` of one (layer, KV head) are split into ``m`` sub-vectors of ``d/m`` dims;
 each sub-space gets ``2^b`` k-means centroids ``C_j`` (faiss ``ProductQuantizer``) and a key
@@ -20,9 +20,7 @@ True
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass
-from typing import Dict, Iterable, Tuple
 
 import numpy as np
 import torch
@@ -30,7 +28,7 @@ import torch
 from sgl._checks import check_int
 from sgl.errors import ConfigError
 
-__all__ = ["PQIndex", "LFUBlockCache", "check_subvectors"]
+__all__ = ["PQIndex", "check_subvectors"]
 
 
 def check_subvectors(num_subvectors: int, head_dim: int) -> int:
@@ -123,49 +121,3 @@ def _unpack(pq, x: np.ndarray) -> np.ndarray:
     sub = x.reshape(x.shape[0], m, dsub)
     dist = ((sub[:, :, None, :] - cents[None]) ** 2).sum(-1)
     return dist.argmin(-1).astype(np.int64)
-
-
-class LFUBlockCache:
-    """A least-frequently-used cache of KV blocks (``block_size`` tokens) on the fast device.
-
-    PQCache keeps the full KV on the host and copies the retrieved tokens per step; blocks that
-    are retrieved often stay in a device cache with LFU eviction, so only misses move. Here the
-    cache counts hits and misses per (layer, head) key: ``hit_rate`` is the share of retrieved
-    blocks that would not be copied.
-
-    >>> cache = LFUBlockCache(capacity=2, block_size=4)
-    >>> cache.access(("l0", 0), [0, 1, 2, 9])      # blocks 0 and 2: two misses
-    (0, 2)
-    >>> cache.access(("l0", 0), [1, 2])            # block 0 again: hit
-    (1, 0)
-    """
-
-    def __init__(self, capacity: int, block_size: int = 16) -> None:
-        self.capacity = check_int(capacity, "capacity", minimum=0)
-        self.block_size = check_int(block_size, "block_size", minimum=1)
-        self._freq: Dict[tuple, Counter] = {}
-        self._resident: Dict[tuple, set] = {}
-        self.hits = 0
-        self.misses = 0
-
-    def access(self, key: tuple, tokens: Iterable[int]) -> Tuple[int, int]:
-        """Record one retrieval of ``tokens``; returns ``(hits, misses)`` counted in blocks."""
-        blocks = sorted({int(t) // self.block_size for t in tokens})
-        freq = self._freq.setdefault(key, Counter())
-        resident = self._resident.setdefault(key, set())
-        hits = sum(b in resident for b in blocks)
-        for b in blocks:
-            freq[b] += 1
-        if self.capacity:
-            # keep the `capacity` most frequently retrieved blocks (ties: the lower block id)
-            ranked = sorted(freq, key=lambda b: (-freq[b], b))[: self.capacity]
-            resident.clear()
-            resident.update(ranked)
-        self.hits += hits
-        self.misses += len(blocks) - hits
-        return hits, len(blocks) - hits
-
-    @property
-    def hit_rate(self) -> float:
-        total = self.hits + self.misses
-        return self.hits / total if total else 0.0

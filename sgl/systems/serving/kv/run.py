@@ -37,12 +37,15 @@ class KVBenchConfig:
     train_steps: int = 300
     train_seq_len: int = 512
     train_batch: int = 8
+    train_attention: str = "eager"
     documents: Optional[int] = None
     spec: TinyLlamaSpec = field(default_factory=TinyLlamaSpec)
     num_subvectors: int = 2
     bits: int = 6
     sink: int = 4
+    recent_ratio: float = 0.5
     cache_blocks: int = 16
+    block_size: int = 16
     cache_dir: Optional[Union[str, Path]] = None
     seed: int = 0
     progress: bool = False
@@ -52,14 +55,16 @@ class KVBenchConfig:
         self.budgets = [check_budget(b) for b in self.budgets]
         for name in ("context", "steps", "contexts", "train_steps", "train_seq_len", "train_batch"):
             check_int(getattr(self, name), name, minimum=2 if name in ("context", "steps") else 1)
-        make_selector("pqcache", 0.1, num_subvectors=self.num_subvectors, bits=self.bits)
+        make_selector("pqcache", 0.1, num_subvectors=self.num_subvectors, bits=self.bits, sink=self.sink,
+                      recent_ratio=self.recent_ratio, cache_blocks=self.cache_blocks, block_size=self.block_size)
         check_subvectors(self.num_subvectors, self.spec.hidden_size // self.spec.heads)
 
 
 def _options(method: str, cfg: KVBenchConfig) -> Dict[str, Any]:
-    opts: Dict[str, Any] = {"sink": cfg.sink}
+    opts: Dict[str, Any] = {"sink": cfg.sink, "recent_ratio": cfg.recent_ratio}
     if method == "pqcache":
-        opts.update(num_subvectors=cfg.num_subvectors, bits=cfg.bits, cache_blocks=cfg.cache_blocks)
+        opts.update(num_subvectors=cfg.num_subvectors, bits=cfg.bits, offload=True, cache_blocks=cfg.cache_blocks,
+                    block_size=cfg.block_size)
     if method == "random":
         opts.update(seed=cfg.seed)
     return opts
@@ -71,7 +76,7 @@ def run_kv_bench(cfg: KVBenchConfig) -> Dict[str, Any]:
 
     model, tok = train_tiny_llama(cfg.root, spec=cfg.spec, steps=cfg.train_steps, seq_len=cfg.train_seq_len,
                                   batch_size=cfg.train_batch, documents=cfg.documents, seed=cfg.seed,
-                                  cache_dir=cfg.cache_dir, progress=cfg.progress)
+                                  cache_dir=cfg.cache_dir, progress=cfg.progress, train_attention=cfg.train_attention)
     span = cfg.context + cfg.steps
     docs, parts, have = wikitext2_documents(cfg.root, "test"), [], 0
     for start in range(0, len(docs), 8):          # encode only as much of the test split as needed
@@ -93,17 +98,20 @@ def run_kv_bench(cfg: KVBenchConfig) -> Dict[str, Any]:
         from tqdm import tqdm
         jobs = tqdm(jobs, desc="kv methods", leave=False)
     for method, budget in jobs:
-        res, hits = [], []
+        res, tiers = [], []
         for w, r in zip(windows, refs):
             sel = make_selector(method, budget, **_options(method, cfg))
             res.append(evaluate_selection(model, w, cfg.context, sel, cfg.steps, r))
-            if method == "pqcache" and cfg.cache_blocks:
-                hits.append(sel.cache.hit_rate)
+            if getattr(sel, "store", None) is not None:
+                tiers.append(sel.store.stats())
         row = {"method": method, "budget": budget}
         for key in res[0]:
             row[key] = float(sum(r[key] for r in res) / len(res))
-        if hits:   # share of retrieved 16-token blocks already in the LFU block cache
-            row["lfu_hit_rate"] = float(sum(hits) / len(hits))
+        if tiers:   # the slow-tier traffic of PQCache with / without the LFU block cache
+            requested = sum(s["requested"] for s in tiers)
+            row["lfu_hit_rate"] = sum(s["hits"] for s in tiers) / requested if requested else 0.0
+            for key in ("bytes_per_step", "bytes_per_step_late", "bytes_per_step_no_cache"):
+                row[key] = float(sum(s[key] for s in tiers) / len(tiers))
         rows.append(row)
     return {"rows": rows, "full_step_ms": sum(f["step_ms"] for f in full) / len(full),
             "ppl_full": sum(f["ppl_full"] for f in full) / len(full),

@@ -37,7 +37,8 @@ import torch.nn.functional as F
 from sgl._checks import check_choice, check_int
 from sgl.errors import ConfigError
 from sgl.systems.serving.kv.budget import KVBudget
-from sgl.systems.serving.kv.pq import LFUBlockCache, PQIndex, check_subvectors
+from sgl.systems.serving.kv.pq import PQIndex, check_subvectors
+from sgl.systems.serving.kv.tiered import LFUBlockCache, TieredKVStore, gather_kv
 
 __all__ = ["KVSelector", "ExactTopK", "PQCacheSelector", "H2OSelector", "SnapKVSelector", "QuestSelector",
            "StreamingSelector", "RandomSelector", "make_selector", "METHODS"]
@@ -81,6 +82,10 @@ class KVSelector:
     def observe(self, layer: int, mask: torch.Tensor, probs: torch.Tensor) -> None:
         """Attention ``probs [B, Hkv, T]`` (summed over a group) the step put on its tokens."""
 
+    def gather(self, layer: int, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor):
+        """``(k, v, index, valid)`` of the kept tokens (see :func:`~.tiered.gather_kv`)."""
+        return gather_kv(key, value, mask)
+
     def select(self, layer: int, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
         """The attended-token mask ``[B, Hkv, T]`` of one decode step."""
         b, hkv, t, _ = key.shape
@@ -113,17 +118,33 @@ class PQCacheSelector(KVSelector):
     Args:
         num_subvectors: ``m`` sub-vectors per key (must divide the head dimension).
         bits: ``b``: ``2^b`` centroids per sub-space (lowered on short prompts).
-        cache_blocks: capacity of the LFU block cache per (layer, head), 0 for none.
+        offload: keep the middle tokens' K/V in a slow tier (:class:`~.tiered.TieredKVStore` on
+            ``slow_device``) and read the retrieved ones from there at each decode step.
+        cache_blocks: capacity (blocks) of the fast-tier LFU block cache per (layer, row, KV
+            head); 0 for none. A cache implies ``offload``.
+        block_size: tokens per cache block.
     """
 
     name = "pqcache"
 
     def __init__(self, budget=0.1, *, sink: int = 4, recent_ratio: float = 0.5, num_subvectors: int = 2,
-                 bits: int = 6, cache_blocks: int = 0, block_size: int = 16):
+                 bits: int = 6, offload: bool = False, cache_blocks: int = 0, block_size: int = 16,
+                 slow_device: str = "cpu"):
         super().__init__(budget, sink=sink, recent_ratio=recent_ratio)
         self.num_subvectors = check_int(num_subvectors, "num_subvectors", minimum=1)
         self.bits = check_int(bits, "bits", 1, 16)
-        self.cache = LFUBlockCache(cache_blocks, block_size)
+        cache_blocks = check_int(cache_blocks, "cache_blocks", minimum=0)
+        cache = LFUBlockCache(cache_blocks, block_size) if cache_blocks else None
+        self.store = TieredKVStore(cache, slow_device) if (offload or cache is not None) else None
+
+    @property
+    def cache(self) -> Optional[LFUBlockCache]:
+        return self.store.cache if self.store is not None else None
+
+    def reset(self) -> None:
+        super().reset()
+        if self.store is not None:
+            self.store.reset()
 
     def prefill(self, layer, query, key, probs):
         b, hkv, t, d = key.shape
@@ -147,14 +168,26 @@ class PQCacheSelector(KVSelector):
         approx = index.scores(q.reshape(b * hkv, q.shape[2], d)).reshape(b, hkv, q.shape[2], -1)
         return group_softmax_scores(approx[..., : hi - lo] / math.sqrt(d))
 
-    def select(self, layer, query, key):
-        mask = super().select(layer, query, key)
-        if self.cache.capacity:
-            sink, recent, _ = self.budget.split(key.shape[2])
-            middle = mask[..., sink:key.shape[2] - recent]
-            for (bi, h) in ((bi, h) for bi in range(mask.shape[0]) for h in range(mask.shape[1])):
-                self.cache.access((layer, bi, h), (middle[bi, h].nonzero().flatten() + sink).tolist())
-        return mask
+    def gather(self, layer, key, value, mask):
+        """Sink and recent tokens from the device KV; the retrieved middle ones through the tiers."""
+        if self.store is None:
+            return gather_kv(key, value, mask)
+        b, hkv, t, _ = key.shape
+        sink, recent, _ = self.budget.split(t)
+        lo, hi = sink, t - recent
+        middle = mask[..., lo:hi]
+        n = middle.sum(-1)
+        if hi <= lo or int(n.max()) == 0 or int(n.min()) != int(n.max()):
+            return gather_kv(key, value, mask)   # nothing retrieved (or ragged rows): no slow-tier read
+        self.store.offload(layer, key, value, lo, hi)
+        count = int(n.max())
+        pos = torch.argsort((~middle).to(torch.int8), dim=-1, stable=True)[..., :count] + lo   # ascending
+        k_mid, v_mid = self.store.read(layer, pos)
+        k = torch.cat([key[:, :, :lo], k_mid, key[:, :, hi:]], 2)
+        v = torch.cat([value[:, :, :lo], v_mid, value[:, :, hi:]], 2)
+        index = torch.cat([torch.arange(lo, device=key.device).expand(b, hkv, lo), pos.to(key.device),
+                           torch.arange(hi, t, device=key.device).expand(b, hkv, t - hi)], -1)
+        return k, v, index, torch.ones_like(index, dtype=torch.bool)
 
 
 class H2OSelector(KVSelector):

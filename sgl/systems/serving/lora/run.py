@@ -6,10 +6,12 @@ on held-out blocks with the float base, the shared multi-task GPTQ base, a GPTQ 
 on that task only (one base per task, the memory baseline) and round-to-nearest; the memory of
 one shared base vs one per task; and the scheduler (FCFS vs LoRA-Inlaid) on requests whose
 output lengths are real text-unit lengths of each task, with step, prefill and adapter-switch
-(merge + unmerge) costs measured on this CPU.
+(merge + unmerge) costs measured on this CPU; plus mixed-adapter batches (gathered LoRA, no
+switches) with their own measured step costs.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ import torch
 from sgl._checks import check_int
 from sgl.systems.serving.lm import TinyLlamaSpec, train_tiny_llama
 from sgl.systems.serving.lora.adapters import next_token_accuracy, train_adapters
+from sgl.systems.serving.lora.batched import MixedLoRABatch
 from sgl.systems.serving.lora.multitask import MultiTaskQuantizer
 from sgl.systems.serving.lora.scheduler import OutputLengthPredictor, Request, simulate
 
@@ -60,24 +63,32 @@ def _task_texts(root) -> Dict[str, list]:
             "negative": [s for s, y in zip(sents, labels) if y == 0][:6000]}
 
 
-def _step_costs(model, tok_len: int) -> Dict[str, float]:
-    """Measured decode-iteration cost ``a + c b`` (b = batch) and per-token prefill on this CPU."""
+def _step_costs(model, tok_len: int, rows=None, repeats: int = 5) -> Dict[str, float]:
+    """Measured decode-iteration cost ``a + c b`` (b = batch) and per-token prefill on this CPU.
+
+    ``rows(b)``: a context that makes the ``b`` rows use their own adapters (a mixed batch).
+    Each figure is the fastest of ``repeats`` timings (the least disturbed by other load).
+    """
     def step(b: int) -> float:
         ids = torch.randint(3, 100, (b, tok_len))
-        with torch.no_grad():
+        with torch.no_grad(), (rows(b) if rows is not None else contextlib.nullcontext()):
             out = model(input_ids=ids, use_cache=True)
-            nxt = ids[:, -1:]
-            start = time.perf_counter()
-            for _ in range(5):
-                out = model(input_ids=nxt, cache=out.cache, use_cache=True)
-            return (time.perf_counter() - start) / 5
+            nxt, best = ids[:, -1:], float("inf")
+            for _ in range(repeats):
+                start = time.perf_counter()
+                for _ in range(5):
+                    out = model(input_ids=nxt, cache=out.cache, use_cache=True)
+                best = min(best, (time.perf_counter() - start) / 5)
+            return best
 
     t1, t8 = step(1), step(8)
-    with torch.no_grad():
+    prefill = float("inf")
+    with torch.no_grad(), (rows(1) if rows is not None else contextlib.nullcontext()):
         ids = torch.randint(3, 100, (1, 256))
-        start = time.perf_counter()
-        model(input_ids=ids)
-        prefill = (time.perf_counter() - start) / 256
+        for _ in range(repeats):
+            start = time.perf_counter()
+            model(input_ids=ids)
+            prefill = min(prefill, (time.perf_counter() - start) / 256)
     c = max((t8 - t1) / 7, 0.0)
     return {"step_s": max(t1 - c, 1e-6), "per_request_s": c, "prefill_s_per_token": prefill}
 
@@ -149,7 +160,9 @@ def run_lora_bench(cfg: LoRABenchConfig) -> Dict[str, Any]:
     switch_s = (time.perf_counter() - start) / 3
     lengths = {t: [len(e.ids) for e in tok.encode_batch(x[:2000])] for t, x in texts.items()}
     names = list(blocks)
-    result["scheduler"] = {"costs": dict(costs, switch_s=switch_s)}
+    mixer = MixedLoRABatch(model, names)   # one batch, any mix of the tasks (gathered per-row LoRA)
+    mixed_costs = _step_costs(model, 64, rows=lambda b: mixer.rows([names[i % len(names)] for i in range(b)]))
+    result["scheduler"] = {"costs": dict(costs, switch_s=switch_s), "mixed_costs": mixed_costs}
     for rate in cfg.rates:
         rng = np.random.default_rng(cfg.seed)
         reqs, now = [], 0.0
@@ -160,6 +173,7 @@ def run_lora_bench(cfg: LoRABenchConfig) -> Dict[str, Any]:
             reqs.append(Request(i, t, now, max(1, lengths[t][j - 1]), max(1, min(lengths[t][j], 256))))
         history, live = reqs[: cfg.requests // 3], reqs[cfg.requests // 3:]
         pred = OutputLengthPredictor().fit(history)
-        result["scheduler"][f"rate={rate:g}"] = {p: simulate(live, p, switch_s=switch_s, predictor=pred, **costs)
-                                                 for p in ("fcfs", "inlaid")}
+        runs = {p: simulate(live, p, switch_s=switch_s, predictor=pred, **costs) for p in ("fcfs", "inlaid")}
+        runs["mixed"] = simulate(live, "mixed", switch_s=switch_s, predictor=pred, **mixed_costs)
+        result["scheduler"][f"rate={rate:g}"] = runs
     return result

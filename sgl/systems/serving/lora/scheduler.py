@@ -9,7 +9,10 @@ request costs ``p · input_len`` (prefill), switching the adapter costs ``switch
 * ``inlaid`` waiting requests are grouped by task; the server keeps its adapter while its group
   has work (filling the batch shortest-*predicted*-output first) and switches only when the
   group is empty or the oldest waiting request of another task has waited ``max_wait_s``
-  (bounded starvation); it switches to the group with the most predicted work.
+  (bounded starvation); it switches to the group with the most predicted work;
+* ``mixed``  a batch holds requests of any task (gathered per-row LoRA,
+  :class:`~sgl.systems.serving.lora.batched.MixedLoRABatch`): arrival order, never a switch;
+  pass the step costs measured for a mixed batch (unmerged LoRA costs more per step).
 
 Output lengths are predicted per task by least squares on ``(input_len, output_len)`` history
 (:class:`OutputLengthPredictor`). A request meets its SLO when its latency is at most
@@ -33,7 +36,7 @@ from sgl.errors import ConfigError
 
 __all__ = ["Request", "OutputLengthPredictor", "simulate", "POLICIES"]
 
-POLICIES = ("fcfs", "inlaid")
+POLICIES = ("fcfs", "inlaid", "mixed")
 
 
 @dataclass(frozen=True)
@@ -105,8 +108,8 @@ def simulate(requests: Sequence[Request], policy: str = "inlaid", *, max_batch: 
         if not batch and not waiting:
             clock = reqs[nxt].arrival
             continue
-        # choose the adapter
-        if waiting and (not batch):
+        # choose the adapter (a mixed batch serves every adapter at once)
+        if waiting and (not batch) and policy != "mixed":
             if policy == "fcfs":
                 want = waiting[0].task
             else:
@@ -126,7 +129,12 @@ def simulate(requests: Sequence[Request], policy: str = "inlaid", *, max_batch: 
                 switches += adapter is not None
                 adapter = want
         # admit
-        if policy == "fcfs":
+        if policy == "mixed":
+            while waiting and len(batch) < max_batch:
+                r = waiting.pop(0)
+                batch[index[r.id]] = r.output_len
+                clock += prefill_s_per_token * r.input_len
+        elif policy == "fcfs":
             while waiting and len(batch) < max_batch and waiting[0].task == adapter:
                 r = waiting.pop(0)
                 batch[index[r.id]] = r.output_len
