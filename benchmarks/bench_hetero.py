@@ -12,14 +12,22 @@ metapath propagation vs torch_geometric's ``HeteroData`` + ``to_homogeneous`` pa
 aggregation with ``torch_geometric.utils.scatter``, the same NARS subset), then the
 training-epoch time of heterogeneous GAMLP (mini-batches of the training rows) vs
 full-batch R-GCN (one forward/backward over the graph), both through ``Trainer``'s epoch.
+torch_geometric's path and full-batch R-GCN run at the largest scale whose *modelled* peak
+(:func:`_pyg_bytes`, :func:`_rgcn_bytes`) fits ``--memory-budget``; the measured peak is
+printed beside the model. Beside each measured epoch ratio the benchmark prints the ratio of
+the two models' dense FLOPs per epoch (torch's ``FlopCounterMode`` on one training step,
+times the steps of an epoch): both costs grow linearly with the graph, so that ratio is the
+ceiling of the speed-up at any scale for these model sizes.
 
     python benchmarks/bench_hetero.py accuracy --root ../shared/datasets --seeds 5 --out acc.json
-    python benchmarks/bench_hetero.py speed --scale 0.05 --threads 2
+    python benchmarks/bench_hetero.py speed --scale 1.0 --memory-budget 8GB --epochs 1 --warmup 0
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import statistics
 import sys
 import time
@@ -40,8 +48,13 @@ GRIDS: Dict[str, Dict[str, Any]] = {
         {"k": 2, "batch_norm": False}, {"k": 3, "batch_norm": False}]},
     "sehgnn": {"train": {"lr": 0.003, "weight_decay": 0.0}, "settings": [
         {"k": 2, "label_hops": 2, "batch_norm": False}, {"k": 3, "label_hops": 3, "batch_norm": False}]},
+    # pre_process (per-hop MLPs before the attention) is the official ogbn-mag setting and the
+    # model's default since round 3; residual is the other half of that command, chosen on validation
     "hetero-gamlp": {"train": {"lr": 0.003, "weight_decay": 0.0}, "settings": [
-        {"k": 2, "label_hops": 2, "batch_norm": False}, {"k": 3, "label_hops": 3, "batch_norm": False}]},
+        {"k": 2, "label_hops": 2, "batch_norm": False, "pre_process": True},
+        {"k": 3, "label_hops": 3, "batch_norm": False, "pre_process": True},
+        {"k": 2, "label_hops": 2, "batch_norm": False, "pre_process": True, "residual": True},
+        {"k": 3, "label_hops": 3, "batch_norm": False, "pre_process": True, "residual": True}]},
     "rgcn": {"train": {"lr": 0.01, "weight_decay": 5e-4}, "settings": [{"hidden": 64, "num_layers": 2}]},
     "hgt": {"train": {"lr": 0.005, "weight_decay": 5e-4}, "settings": [{"hidden": 64, "num_layers": 2}]},
 }
@@ -63,6 +76,13 @@ def _summary(values: List[float]) -> Dict[str, float]:
     return {"mean": statistics.mean(values), "std": statistics.pstdev(values) if len(values) > 1 else 0.0}
 
 
+def _write_json(path: str, data: Dict[str, Any]) -> None:
+    from sgl.fileio import atomic_write
+
+    with atomic_write(path, "w") as handle:
+        json.dump(data, handle, indent=2)
+
+
 def accuracy(args: argparse.Namespace) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for dataset in args.datasets.split(","):
@@ -78,12 +98,15 @@ def accuracy(args: argparse.Namespace) -> Dict[str, Any]:
                 print(f"  {dataset} {name} {setting}: val {trials[-1][0]:.4f}", flush=True)
             best_val, best, runs = max(trials, key=lambda t: t[0])
             runs = runs + [_fit(name, graph, best, grid["train"], s, cache) for s in range(args.select_seeds, args.seeds)]
-            row = {"setting": best, "train": grid["train"], "seeds": len(runs),
+            row = {"setting": best, "train": grid["train"], "seeds": len(runs), "select_seeds": args.select_seeds,
+                   "grid": [{"setting": t[1], "val_acc": t[0]} for t in trials],
                    "val_acc": _summary([r["val_acc"] for r in runs]),
                    "test_micro_f1": _summary([r["test_acc"] for r in runs]),
                    "test_macro_f1": _summary([r["test_macro_f1"] for r in runs]),
                    "seconds": time.perf_counter() - start}
             out[f"{dataset}/{name}"] = row
+            if args.out:  # incremental: a killed run keeps every finished row
+                _write_json(args.out, out)
             print(f"{dataset:5s} {name:13s} test micro-F1 {100 * row['test_micro_f1']['mean']:.2f} ± "
                   f"{100 * row['test_micro_f1']['std']:.2f}  macro-F1 {100 * row['test_macro_f1']['mean']:.2f} ± "
                   f"{100 * row['test_macro_f1']['std']:.2f}  (val {100 * row['val_acc']['mean']:.2f}, {best})",
@@ -121,7 +144,7 @@ def _pyg_nars(graph: Any, x_dict: Dict[str, torch.Tensor], k: int) -> torch.Tens
     return h[homo.node_type == target]
 
 
-def _epoch_seconds(model: Any, features: Any, graph: Any, epochs: int, batch: int) -> float:
+def _epoch_seconds(model: Any, features: Any, graph: Any, epochs: int, batch: int, warmup: int = 1) -> float:
     trainer = Trainer(TrainConfig(lr=0.001, epochs=1, batch_size=batch or None, progress=False))
     device = torch.device("cpu")
     train = graph.train_mask.nonzero().flatten()
@@ -130,46 +153,153 @@ def _epoch_seconds(model: Any, features: Any, graph: Any, epochs: int, batch: in
     if model.full_batch:
         features = features.to(device)
     times = []
-    for _ in range(epochs + 1):   # the first epoch is a warm-up
+    for _ in range(epochs + warmup):   # the first `warmup` epochs are not timed
         start = time.perf_counter()
         trainer._train_epoch(model, features, train, graph.y, optimizer, batch, generator, device,
                              bool(model.full_batch), None)
         times.append(time.perf_counter() - start)
-    return statistics.median(times[1:])
+    return statistics.median(times[warmup:])
+
+
+def _pyg_bytes(nodes: int, edges: int, d: int) -> int:
+    """Peak of :func:`_pyg_nars`, modelled: the homogeneous copy of the features and two hops
+    (3 x N x d floats), the symmetrised int64 edge index (4E), and the gathered messages
+    ``h[src]`` (2E x d floats) -- the term that dominates at ogbn-mag's size."""
+    return 4 * (3 * nodes * d + 2 * edges * d) + 8 * 4 * edges
+
+
+def _rgcn_bytes(nodes: int, relations: int, hidden: int, layers: int) -> int:
+    """Peak of a full-batch R-GCN step, modelled: RGCNConv keeps one [N, hidden] aggregate per
+    relation per layer for the backward pass (plus as much again for activations and grads)."""
+    return 2 * 4 * layers * relations * nodes * hidden
+
+
+def _step_flops(model: Any, features: Any, graph: Any, batch: int) -> float:
+    """Dense FLOPs (matmuls, as torch counts them) of one training step: forward + backward."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    train = graph.train_mask.nonzero().flatten()
+    model.train()
+    with FlopCounterMode(display=False) as counter:
+        if model.full_batch:
+            out = model(features)[train]
+            target = graph.y[train]
+        else:
+            idx = train[:batch]
+            out = model(features[idx])
+            target = graph.y[idx]
+        torch.nn.functional.cross_entropy(out, target).backward()
+    model.zero_grad(set_to_none=True)
+    return float(counter.get_total_flops())
+
+
+def _gemm_rate() -> float:
+    """This machine's dense matmul throughput now (FLOP/s): the best of 5 [10000 x 512] @ [512 x 512]."""
+    a, w = torch.randn(10000, 512), torch.randn(512, 512)
+    best = math.inf
+    for _ in range(5):
+        start = time.perf_counter()
+        a @ w
+        best = min(best, time.perf_counter() - start)
+    return 2 * 10000 * 512 * 512 / best
+
+
+def _fits(scale: float, full_bytes: float, budget: float) -> float:
+    """The largest scale <= ``scale`` whose modelled bytes fit ``budget`` (2 significant digits)."""
+    if full_bytes <= budget:
+        return scale
+    fit = scale * budget / full_bytes
+    digits = -int(math.floor(math.log10(fit))) + 1
+    return math.floor(fit * 10 ** digits) / 10 ** digits
 
 
 def speed(args: argparse.Namespace) -> Dict[str, Any]:
+    from sgl._checks import parse_bytes
     from sgl.datasets import synthetic_mag
     from sgl.ops import fill_featureless, metapath_features, nars_propagate
 
-    graph, t_gen, _ = _measure(lambda: synthetic_mag(scale=args.scale, num_features=128, num_classes=349, seed=0))
-    print(f"graph: {graph.total_nodes:,} nodes, {graph.num_edges:,} edges ({t_gen:.1f} s to generate)", flush=True)
-    x_dict, t_fill, _ = _measure(lambda: fill_featureless(graph, "mean"))
-    k = 3
+    budget = parse_bytes(args.memory_budget)
+    k, d = 3, 128
+
+    def make(scale: float) -> Any:
+        graph, seconds, _ = _measure(lambda: synthetic_mag(scale=scale, num_features=d, num_classes=349, seed=0))
+        print(f"graph (scale {scale}): {graph.total_nodes:,} nodes, {graph.num_edges:,} edges, "
+              f"{int(graph.train_mask.sum()):,} training papers ({seconds:.1f} s to generate)", flush=True)
+        return graph
+
+    graph = make(args.scale)
+    result: Dict[str, Any] = {"scale": args.scale, "nodes": graph.total_nodes, "edges": graph.num_edges,
+                              "threads": args.threads, "memory_budget": args.memory_budget,
+                              "load_average": os.getloadavg()[0]}
+    x_dict, t_fill, m_fill = _measure(lambda: fill_featureless(graph, "mean"))
     ours, t_nars, m_nars = _measure(lambda: nars_propagate(graph, [graph.edge_types], k, x_dict))
-    ref, t_pyg, m_pyg = _measure(lambda: _pyg_nars(graph, x_dict, k))
-    max_diff = float((ours[k][0] - ref).abs().max())
     _, t_meta, m_meta = _measure(lambda: metapath_features(graph, 2, x_dict))
-    result: Dict[str, Any] = {
-        "nodes": graph.total_nodes, "edges": graph.num_edges, "scale": args.scale, "threads": args.threads,
-        "fill_featureless_s": t_fill,
-        "nars_full_set_k3": {"seconds": t_nars, "peak_mb": m_nars},
-        "pyg_heterodata_to_homogeneous_k3": {"seconds": t_pyg, "peak_mb": m_pyg},
-        "max_abs_difference": max_diff,
-        "metapaths_k2": {"seconds": t_meta, "peak_mb": m_meta},
-    }
-    print(f"NARS (full relation set, k={k}): ours {t_nars:.2f} s / {m_nars:.0f} MB peak, torch_geometric "
-          f"HeteroData+to_homogeneous {t_pyg:.2f} s / {m_pyg:.0f} MB; max |diff| {max_diff:.2e}", flush=True)
-    print(f"SeHGNN metapaths (k=2): {t_meta:.2f} s / {m_meta:.0f} MB peak", flush=True)
-    gamlp = build_model("hetero-gamlp", graph, graph.num_classes,
-                        model_config("hetero-gamlp", k=k, num_subsets=4, hidden=512, label_hops=2))
-    feats = gamlp.precompute(graph)
-    rgcn = build_model("rgcn", graph, graph.num_classes, model_config("rgcn", hidden=64, num_layers=2))
-    t_g = _epoch_seconds(gamlp, feats, graph, args.epochs, 10000)
-    t_r = _epoch_seconds(rgcn, rgcn.precompute(graph), graph, args.epochs, 0)
-    result["epoch_s"] = {"hetero_gamlp": t_g, "rgcn_full_batch": t_r, "speedup": t_r / t_g}
-    print(f"epoch: hetero-GAMLP (hidden 512, batch 10000) {t_g:.3f} s, full-batch R-GCN (hidden 64) "
-          f"{t_r:.3f} s: {t_r / t_g:.1f}x", flush=True)
+    result.update({"fill_featureless_s": t_fill, "nars_full_set_k3": {"seconds": t_nars, "peak_mb": m_nars},
+                   "metapaths_k2": {"seconds": t_meta, "peak_mb": m_meta}})
+    print(f"ours at scale {args.scale}: NARS (full relation set, k={k}) {t_nars:.2f} s / {m_nars:.0f} MB peak; "
+          f"SeHGNN metapaths (k=2) {t_meta:.2f} s / {m_meta:.0f} MB peak", flush=True)
+    del ours
+
+    # torch_geometric's path, at the largest scale whose modelled peak fits the budget
+    pyg_full = _pyg_bytes(graph.total_nodes, graph.num_edges, d)
+    s_pyg = _fits(args.scale, pyg_full, budget)
+    result["pyg_modelled_peak_mb_at_scale"] = pyg_full / 2 ** 20
+    if s_pyg < args.scale:
+        print(f"torch_geometric HeteroData+to_homogeneous at scale {args.scale} would need ~{pyg_full / 2 ** 30:.1f} "
+              f"GB (modelled: its gathered messages are 2E x d floats) > budget {args.memory_budget}: compared "
+              f"at scale {s_pyg}", flush=True)
+        small = make(s_pyg)
+        x_small = fill_featureless(small, "mean")
+        mine, t_mine, m_mine = _measure(lambda: nars_propagate(small, [small.edge_types], k, x_small))
+    else:
+        small, x_small, mine, t_mine, m_mine = graph, x_dict, None, t_nars, m_nars
+        mine = nars_propagate(small, [small.edge_types], k, x_small)
+    ref, t_pyg, m_pyg = _measure(lambda: _pyg_nars(small, x_small, k))
+    max_diff = float((mine[k][0] - ref).abs().max())
+    result["compare"] = {"scale": s_pyg, "nodes": small.total_nodes, "edges": small.num_edges,
+                         "ours": {"seconds": t_mine, "peak_mb": m_mine},
+                         "pyg": {"seconds": t_pyg, "peak_mb": m_pyg,
+                                 "modelled_peak_mb": _pyg_bytes(small.total_nodes, small.num_edges, d) / 2 ** 20},
+                         "max_abs_difference": max_diff}
+    print(f"NARS k={k} at scale {s_pyg}: ours {t_mine:.2f} s / {m_mine:.0f} MB, torch_geometric {t_pyg:.2f} s / "
+          f"{m_pyg:.0f} MB (modelled {result['compare']['pyg']['modelled_peak_mb']:.0f} MB): "
+          f"{t_pyg / t_mine:.1f}x time, {m_pyg / max(m_mine, 1):.1f}x memory; max |diff| {max_diff:.2e}", flush=True)
+    del mine, ref, x_small
+
+    # epoch time: hetero GAMLP (mini-batches) vs full-batch R-GCN, where R-GCN's modelled step fits
+    relations = 2 * len(graph.edge_types)
+    s_ep = _fits(args.scale, _rgcn_bytes(graph.total_nodes, relations, 64, 2), budget)
+    egraph = graph if s_ep == args.scale else (small if s_ep == s_pyg else make(s_ep))
+    if s_ep < args.scale:
+        print(f"full-batch R-GCN at scale {args.scale} would need ~"
+              f"{_rgcn_bytes(graph.total_nodes, relations, 64, 2) / 2 ** 30:.1f} GB (modelled) > budget: epochs "
+              f"timed at scale {s_ep}", flush=True)
+    rows = int(egraph.train_mask.sum())
+    steps = math.ceil(rows / 10000)
+    epochs: Dict[str, Any] = {"scale": s_ep, "training_rows": rows}
+    rgcn = build_model("rgcn", egraph, egraph.num_classes, model_config("rgcn", hidden=64, num_layers=2))
+    rfeats = rgcn.precompute(egraph)
+    r_flops = _step_flops(rgcn, rfeats, egraph, 0)
+    (t_r, m_r) = _measure(lambda: _epoch_seconds(rgcn, rfeats, egraph, args.epochs, 0, args.warmup))[::2]
+    epochs["rgcn_full_batch"] = {"seconds": t_r, "peak_mb": m_r, "dense_flops": r_flops}
+    del rgcn, rfeats
+    for label, hidden in (("hetero_gamlp_h512", 512), ("hetero_gamlp_h64", 64)):
+        gamlp = build_model("hetero-gamlp", egraph, egraph.num_classes,
+                            model_config("hetero-gamlp", k=k, num_subsets=4, hidden=hidden, label_hops=2))
+        feats = gamlp.precompute(egraph)
+        g_flops = _step_flops(gamlp, feats, egraph, 10000) * steps
+        t_g = _epoch_seconds(gamlp, feats, egraph, args.epochs, 10000, args.warmup)
+        rate = _gemm_rate()
+        # no implementation runs GAMLP's epoch faster than its FLOPs at the machine's GEMM rate
+        ceiling = t_r / (g_flops / rate)
+        epochs[label] = {"seconds": t_g, "dense_flops": g_flops, "speedup": t_r / t_g,
+                         "flop_ratio": r_flops / g_flops, "gemm_flops_per_s": rate, "speedup_ceiling": ceiling}
+        print(f"epoch at scale {s_ep}: hetero-GAMLP (hidden {hidden}, 4 subsets, k={k}, batch 10000) {t_g:.2f} s vs "
+              f"full-batch R-GCN (hidden 64) {t_r:.2f} s: {t_r / t_g:.1f}x measured; dense FLOPs per epoch "
+              f"{g_flops / 1e9:.1f} G vs {r_flops / 1e9:.1f} G ({r_flops / g_flops:.1f}x); ceiling with GAMLP at "
+              f"the measured GEMM rate {rate / 1e9:.0f} GFLOP/s: {ceiling:.1f}x", flush=True)
+        del gamlp, feats
+    result["epoch_s"] = epochs
     return result
 
 
@@ -187,7 +317,10 @@ def main() -> None:
     fast = sub.add_parser("speed")
     fast.add_argument("--scale", type=float, default=0.05)
     fast.add_argument("--threads", type=int, default=1)
-    fast.add_argument("--epochs", type=int, default=3)
+    fast.add_argument("--epochs", type=int, default=2, help="timed epochs (after one warm-up)")
+    fast.add_argument("--warmup", type=int, default=1, help="untimed epochs before the timed ones")
+    fast.add_argument("--memory-budget", default="8GB", help="run torch_geometric's path and full-batch R-GCN "
+                                                              "at the largest scale whose modelled peak fits")
     fast.add_argument("--out")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -196,7 +329,7 @@ def main() -> None:
     else:
         result = speed(args)
     if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2))
+        _write_json(args.out, result)
 
 
 if __name__ == "__main__":

@@ -90,10 +90,13 @@ def cmd_search(args: argparse.Namespace) -> int:
                                                        if getattr(args, key) is not None}),
                           progress=not args.no_progress, threads=args.threads, pruner=args.pruner,
                           min_epochs=args.min_epochs)
-    space = DesignSpace.from_dict(read_config(args.space)) if args.space else DesignSpace()
+    from sgl.models.hetero.search import search_parts, space_from_dict
+
+    space = space_from_dict(read_config(args.space)) if args.space else DesignSpace()
     options = key_values(args.dataset_option, "--dataset-option")
     graph = sgl.datasets.load(args.dataset, root=args.root, **options)
     print(f"dataset: {args.dataset} ({graph.num_nodes:,} nodes, {graph.num_edges:,} edges)")
+    space = search_parts(graph, space)[0]          # a heterogeneous graph searches the heterogeneous space
     print(f"space: {space!r}; objectives: {config.objectives}; optimizer: {config.optimizer}")
     result = run_search(graph, space, config, dataset=args.dataset, root=args.root, dataset_options=options)
     cache = result.cache

@@ -25,6 +25,7 @@ from sgl.ops.hetero import (
     sample_relation_subsets,
     type_neighbours,
 )
+from sgl.ops.hetero_embed import transe_embeddings, transe_loss
 from sgl.ops.hetero_metapath import (
     check_metapath,
     enumerate_metapaths,
@@ -68,7 +69,7 @@ __all__ = [
     "propagation_cache_key",
     "DEFAULT_CHUNK_BYTES",
     "FusedAdjacency", "csr_spmm", "fused_adjacency", "bandwidth", "rcm_order", "reorder_graph",
-    "fill_featureless",
+    "fill_featureless", "transe_embeddings", "transe_loss",
     "mean_adjacency",
     "nars_propagate",
     "relation_adjacency",

@@ -30,7 +30,7 @@ def _rows(trials: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
         design = dict(t["design"])
         if design.get("post_steps", 0) == 0:
             design["post_graph_op"] = design["post_message"] = ""
-        row.update({k: design.get(k) for k in _DESIGN_COLUMNS})
+        row.update({k: design.get(k) for k in _DESIGN_COLUMNS} if "model" not in design else design)
         rows.append(row)
     return rows
 
@@ -52,6 +52,10 @@ def format_front(result: SearchResult, all_trials: bool = False) -> str:
     lines = [header]
     for t in trials:
         d = t["design"]
+        if "model" in d:  # a heterogeneous design (sgl.models.hetero.search): every knob by name
+            values = "  ".join(f"{t['metrics'][n]:>10.4f}" for n in names)
+            lines.append(f"{t['number']:>5}  {values}  " + " ".join(f"{k}={v}" for k, v in d.items() if v is not None))
+            continue
         post = (f" post {d['post_steps']}x{d['post_graph_op']}/{d['post_message']}" if d["post_steps"] else "")
         text = (f"{d['graph_op']} k={d['k']} {d['message']} {d['base_model']}({d['num_layers']}x{d['hidden']}, "
                 f"p={d['dropout']}){post}")

@@ -39,7 +39,7 @@ import torch
 from sgl.errors import ConfigError, FeatureError, SearchError
 from sgl.search.cache import HopCache
 from sgl.search.config import OPTIMIZERS, SearchConfig
-from sgl.search.evaluate import DesignEvaluator, EpochPruner
+from sgl.search.evaluate import EpochPruner
 from sgl.search.objectives import Objective, hypervolume_2d, pareto_front, parse_objectives
 from sgl.search.space import DesignSpace
 from sgl.search.stale import (GRACE_PERIOD, HEARTBEAT_INTERVAL, WORKER_ATTR, fail_dead_trials, report_failed_trial,
@@ -276,6 +276,9 @@ def run_search(graph: Any, space: Optional[DesignSpace] = None, config: Optional
     import optuna
 
     space = space or DesignSpace()
+    from sgl.models.hetero.search import search_parts  # a HeteroGraph searches the heterogeneous space
+
+    space, evaluator_class = search_parts(graph, space)
     config = config or SearchConfig()
     _check_graph(graph)
     name = dataset or getattr(graph, "name", None) or "graph"
@@ -289,7 +292,7 @@ def run_search(graph: Any, space: Optional[DesignSpace] = None, config: Optional
     study = open_study(config.storage, study_name, create=meta, config=config)
     fail_dead_trials(study)  # trials a killed run left RUNNING, before they confuse the count or the sampler
     study.sampler = _make_sampler(config, len(study.get_trials(deepcopy=False)))
-    evaluator = DesignEvaluator(graph, space, config.train_config(), cache=cache)
+    evaluator = evaluator_class(graph, space, config.train_config(), cache=cache)
     names = [o.name for o in config.objective_list]
     pruner = make_pruner(config)
     counted = _counted_states(config)
@@ -394,8 +397,11 @@ def export_config(study, trial_number: int, seeds: int = 5) -> Dict[str, Any]:
         numbers = [t.number for t in _completed(study)]
         raise SearchError(f"no completed trial {trial_number} in study {study.study_name!r}; "
                           f"completed trials: {numbers[:20]}{' ...' if len(numbers) > 20 else ''}")
-    space = DesignSpace.from_dict(meta["space"])
-    return {"model": "sgap", "dataset": meta["dataset"], "root": meta.get("root"),
+    from sgl.models.hetero.search import space_from_dict  # SGAP or heterogeneous space
+
+    space = space_from_dict(meta["space"])
+    model = space.model_name(matches[0].user_attrs["design"]) if hasattr(space, "model_name") else "sgap"
+    return {"model": model, "dataset": meta["dataset"], "root": meta.get("root"),
             "dataset_options": meta.get("dataset_options") or {}, "seeds": seeds,
             "model_config": space.to_model_config(matches[0].user_attrs["design"]),
             "train": dict(meta["train"])}

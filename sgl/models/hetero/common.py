@@ -30,7 +30,7 @@ def check_hetero_common(config: Any, model: str) -> None:
     check_int(config.hidden, f"{model} hidden", 1)
     check_probability(config.dropout, f"{model} dropout")
     check_probability(config.input_dropout, f"{model} input_dropout")
-    check_choice(config.featureless, f"{model} featureless", ("mean", "random"))
+    check_choice(config.featureless, f"{model} featureless", ("mean", "random", "transe"))
     check_bool(config.normalize_features, f"{model} normalize_features")
     if config.dropout >= 1 or config.input_dropout >= 1:
         raise ConfigError(f"{model} dropouts must be < 1")

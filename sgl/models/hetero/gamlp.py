@@ -33,13 +33,18 @@ __all__ = ["HeteroGAMLP", "HeteroGAMLPConfig"]
 @dataclass
 class HeteroGAMLPConfig(GAMLPConfig):
     """:class:`~sgl.models.GAMLPConfig` plus NARS's ``num_subsets``/``subset_seed``, the fill of
-    featureless types, and ``label_hops`` read as the longest label metapath."""
+    featureless types (``mean``, ``random`` or ``transe``), and ``label_hops`` read as the longest
+    label metapath. ``pre_process`` (a per-hop 2-layer MLP before the attention) is on by default,
+    as in GAMLP's ogbn-mag command: without it the attention scores and the output MLP see the
+    raw, subset-mixed input features (1,902-d on ACM), and on ACM's 60 training nodes that model
+    reached 0.74-0.75 seed-0/1 validation accuracy against 0.88 with it (docs/hetero.md)."""
 
     k: int = 3
     num_subsets: int = 8
     subset_seed: int = 0
     hidden: int = 256
     dropout: float = 0.5
+    pre_process: bool = True
     label_hops: int = 2
     featureless: str = "mean"
     normalize_features: bool = False
