@@ -10,9 +10,13 @@ Parts (``--part``, default all that are built):
 * ``lobra`` — LobRA's static replica MILP + per-step dispatch vs the best homogeneous scheme on
   all GPUs, replaying three mixes of three tasks' real length distributions (FlexSP's Wikipedia lengths, WikiText-2
   sections, SST-2 sentences) through the sequence module's Hydraulis 7B/A100 cost model
-  (modelled GPU-seconds, not timings).
+  (modelled GPU-seconds, not timings), beside the any-plan lower bound (perfect balance, every
+  sequence on its cheapest scheme, no bubbles), the ceiling it gives and the best static replica
+  set in hindsight; token-packed and per-bucket micro-batches.
 * ``spindle`` — Spindle's wavefront plan vs one big pipeline and an even split per task on a
-  synthetic 4-task multi-modal DAG, 8–64 GPUs (modelled seconds from the operators' curves).
+  synthetic 4-task multi-modal DAG, 8–64 GPUs (modelled seconds from the operators' curves);
+  P2P seconds of the exact, greedy and first-fit device mappings, and greedy vs exact on small
+  random DAGs.
 * ``lm`` — one tiny Llama (``transformers``, from scratch) per (method, seed) trained on the
   sections packed into ``--window`` BPE-token contexts for the same number of real tokens;
   validation perplexity at positions >= ``--long-from`` of whole articles and on short
@@ -21,6 +25,9 @@ Parts (``--part``, default all that are built):
     python benchmarks/bench_data.py --root ../shared/datasets --part pack
     python benchmarks/bench_data.py --root ../shared/datasets --part lm --seeds 3 --train-tokens 150000
     python benchmarks/bench_data.py --root ../shared/datasets --json data_bench.json
+    # one study split over processes (seeds or methods each), rows saved after every run, then merged:
+    python benchmarks/bench_data.py --part lm --seeds 1 --seed-start 2 --lm-json s2.json ...
+    python benchmarks/bench_data.py --lm-tables s0.json,s1.json,s2.json
 """
 from __future__ import annotations
 
@@ -72,33 +79,73 @@ def bench_pack(root: str, window: int, repeats: int) -> list:
     return rows
 
 
+def lm_table(rows: list, long_from: int) -> str:
+    """Markdown table: mean ± sample std over seeds per method, and the paired difference vs random."""
+    lines = [f"| method | seeds | fill rate | docs truncated | ppl at positions >= {long_from} | ppl positions < "
+             f"{long_from} | ppl short docs | long Δ vs random (paired) | short Δ vs random (paired) | "
+             f"final train loss |", "|---|---|---|---|---|---|---|---|---|---|"]
+    by_seed = {(r["method"], r["seed"]): r for r in rows}
+
+    def stat(values, digits=2):
+        values = np.asarray(values, dtype=float)
+        std = values.std(ddof=1) if values.size > 1 else float("nan")
+        return f"{values.mean():.{digits}f} ± {std:.{digits}f}"
+
+    for method in dict.fromkeys(r["method"] for r in rows):
+        part = sorted((r for r in rows if r["method"] == method), key=lambda r: r["seed"])
+        deltas = {}
+        for key in ("ppl_long", "ppl_short"):
+            pairs = [(r[key], by_seed[("random", r["seed"])][key]) for r in part if ("random", r["seed"]) in by_seed]
+            deltas[key] = (stat([100 * (a / b - 1) for a, b in pairs], 1) + " %") if pairs and method != "random" \
+                else "–"
+        lines.append(f"| {method} | {len(part)} | {part[0]['fill_rate']:.4f} | {part[0]['docs_truncated']} | "
+                     f"{stat([r['ppl_long'] for r in part])} | {stat([r['ppl_early'] for r in part])} | "
+                     f"{stat([r['ppl_short'] for r in part])} | {deltas['ppl_long']} | {deltas['ppl_short']} | "
+                     f"{stat([r['final_loss'] for r in part], 3)} |")
+    return "\n".join(lines)
+
+
 def bench_lm(root: str, args) -> list:
+    from dataclasses import asdict
+
+    from sgl.fileio import atomic_write
     from sgl.systems.data.lm_eval import LMTrainConfig
     from sgl.systems.data.lm_study import packing_lm_study
 
     train = LMTrainConfig(hidden=args.hidden, layers=args.layers, heads=args.heads, intermediate=args.hidden * 11 // 4,
                           batch_size=args.batch_size, lr=args.lr, train_tokens=args.train_tokens,
                           device=args.device)
-    rows = packing_lm_study(root, methods=args.methods.split(","), seeds=range(args.seeds), window=args.window_lm,
+    settings = {"train": asdict(train), "window": args.window_lm, "long_from": args.long_from, "vocab": args.vocab,
+                "eval_blocks": args.eval_blocks, "methods": args.methods, "seeds": args.seeds,
+                "seed_start": args.seed_start}
+    done = []
+    if args.lm_json and Path(args.lm_json).exists():  # resume an interrupted study with the same settings
+        saved = json.loads(Path(args.lm_json).read_text())
+        if saved.get("settings") != settings:
+            raise SystemExit(f"{args.lm_json} holds a study with other settings; remove it or pick another path")
+        done = saved["rows"]
+        print(f"resuming: {len(done)} runs already in {args.lm_json}", flush=True)
+    rows_so_far = list(done)
+
+    def save(row: dict) -> None:
+        rows_so_far.append(row)
+        if args.lm_json:
+            with atomic_write(args.lm_json, "w") as handle:
+                json.dump({"settings": settings, "rows": rows_so_far}, handle, indent=1, default=float)
+
+    seeds = range(args.seed_start, args.seed_start + args.seeds)
+    rows = packing_lm_study(root, methods=args.methods.split(","), seeds=seeds, window=args.window_lm,
                             long_from=args.long_from, vocab_size=args.vocab, train=train,
-                            max_eval_blocks=args.eval_blocks, log=lambda s: print(s, flush=True))
-    print(f"\nSame {args.train_tokens:,} real training tokens per run, {args.seeds} seeds, context "
-          f"{args.window_lm}, model {args.layers}x{args.hidden} ({args.vocab} BPE vocab)\n")
-    print(f"| method | fill rate | docs truncated | ppl at positions >= {args.long_from} | ppl positions < "
-          f"{args.long_from} | ppl short docs | final train loss |\n|---|---|---|---|---|---|---|")
-    for method in dict.fromkeys(r["method"] for r in rows):
-        part = [r for r in rows if r["method"] == method]
-
-        def stat(key):
-            values = np.array([r[key] for r in part])
-            return f"{values.mean():.2f} ± {values.std():.2f}"
-
-        print(f"| {method} | {part[0]['fill_rate']:.4f} | {part[0]['docs_truncated']} | {stat('ppl_long')} | "
-              f"{stat('ppl_early')} | {stat('ppl_short')} | {stat('final_loss')} |")
+                            max_eval_blocks=args.eval_blocks, log=lambda s: print(s, flush=True),
+                            on_row=save, done=done)
+    print(f"\nSame {args.train_tokens:,} real training tokens per run, seeds {seeds[0]}..{seeds[-1]} for every method, "
+          f"context {args.window_lm}, model {args.layers}x{args.hidden} ({args.vocab} BPE vocab); mean ± sample "
+          "std over seeds; Δ = ppl / ppl(random, same seed) − 1\n")
+    print(lm_table(rows, args.long_from))
     return rows
 
 
-def bench_lobra(root: str, steps: int, devices: int) -> dict:
+def bench_lobra(root: str, steps: int, devices: int, search: int = 64, microbatches=("tokens", "bucket")) -> dict:
     from sgl.systems.data import wikitext2_sections
     from sgl.systems.data.lobra_study import lobra_compare
     from sgl.systems.seq import hydraulis_pool, read_lengths
@@ -112,16 +159,29 @@ def bench_lobra(root: str, steps: int, devices: int) -> dict:
              "short-heavy": {"wikipedia": 4, "wikitext2": 16, "sst2": 256},
              "mostly-short": {"wikipedia": 1, "wikitext2": 8, "sst2": 512}}
     print(f"\nLobRA on {devices} GPUs (Hydraulis 7B A100-40GB pool, modelled), {steps} replayed steps per mix; "
-          "lengths: FlexSP Wikipedia tokens, WikiText-2 sections and SST-2 sentences in words\n")
-    print("| mix (sequences per step) | best homogeneous scheme | GPU-s | LobRA replicas | GPU-s | saved | "
-          "compute-term ceiling |\n|---|---|---|---|---|---|---|")
+          "lengths: FlexSP Wikipedia tokens, WikiText-2 sections and SST-2 sentences in words. Static plan chosen on "
+          f"3 calibration steps of another seed among the MILP's candidates and every replica set (search {search}); "
+          "micro-batches per bucket (LobRA's dispatcher) or token-packed (first-fit decreasing across buckets). "
+          "Lower bound: no plan on this cost model can cost fewer GPU-seconds on these steps (perfect balance, "
+          "cheapest scheme per sequence, no bubbles); ceiling = 1 - bound / homogeneous; oracle = the best static "
+          "replica set in hindsight (all sets replayed on the replayed steps)\n")
+    print("| mix (sequences per step) | micro-batches | homogeneous | GPU-s | LobRA replicas | GPU-s | saved | "
+          "oracle static GPU-s | lower bound GPU-s | ceiling | LobRA share of ceiling |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|")
     out = {}
     for name, mix in mixes.items():
-        r = lobra_compare(pool, devices, tasks, mix, steps)
-        out[name] = r
-        print(f"| {name} ({', '.join(f'{n} {k}' for k, n in mix.items())}) | {r['homogeneous']['replicas']} | "
-              f"{r['homogeneous']['gpu_seconds']:.1f} | {r['lobra']['replicas']} | {r['lobra']['gpu_seconds']:.1f} | "
-              f"{100 * r['saving']:.1f} % | {100 * r['compute_ceiling']:.1f} % |", flush=True)
+        for microbatch in microbatches:
+            r = lobra_compare(pool, devices, tasks, mix, steps, microbatch=microbatch, search=search)
+            out[f"{name}/{microbatch}"] = r
+            oracle = r["oracle_static"]
+            print(f"| {name} ({', '.join(f'{n} {k}' for k, n in mix.items())}) | {microbatch} | "
+                  f"{r['homogeneous']['replicas']} | {r['homogeneous']['gpu_seconds']:.1f} | "
+                  f"{r['lobra']['replicas']} | "
+                  f"{r['lobra']['gpu_seconds']:.1f} | {100 * r['saving']:.1f} % | "
+                  f"{'–' if oracle is None else format(oracle['gpu_seconds'], '.1f')} | "
+                  f"{r['lower_bound_gpu_seconds']:.1f} | {100 * r['ceiling']:.1f} % | "
+                  f"{100 * r['share_of_ceiling']:.0f} % |", flush=True)
+            assert r["lower_bound_gpu_seconds"] <= min(r["lobra"]["gpu_seconds"], r["homogeneous"]["gpu_seconds"])
     return out
 
 
@@ -133,18 +193,53 @@ def bench_spindle(devices_list=(8, 16, 32, 64)) -> dict:
     print(f"\nSpindle on the synthetic 4-task multi-modal DAG ({len(dag.ops)} operators, Amdahl curves; modelled "
           "seconds per step, 8 GPUs per node, 150/12.5 GB/s links)\n")
     print("| GPUs | spindle | lower bound | one big pipeline | even split | vs big pipeline | vs even split | "
-          "P2P s (p2p map / first fit) | plan s |\n|---|---|---|---|---|---|---|---|---|")
+          "P2P s (exact / greedy / first fit) | mapping used | plan s (3 mappings) |\n"
+          "|---|---|---|---|---|---|---|---|---|---|")
     out = {}
     for n in devices_list:
         started = time.perf_counter()
         r = compare_baselines(dag, SpindleConfig(devices=n))
         r["plan_seconds"] = time.perf_counter() - started
+        by = r["p2p_seconds_by_mapping"]
         out[n] = r
         print(f"| {n} | {r['spindle']:.3f} | {r['lower_bound']:.3f} | {r['big_pipeline']:.3f} | "
               f"{r['even_split']:.3f} | "
               f"{100 * r['faster_than_big_pipeline']:.1f} % | {100 * r['faster_than_even_split']:.1f} % | "
-              f"{r['p2p_seconds']:.4f} / {r['p2p_seconds_first_fit']:.4f} | {r['plan_seconds']:.2f} |")
+              f"{by['exact']:.4f} / {by['p2p']:.4f} / {by['first_fit']:.4f} | {r['mapping_used']} | "
+              f"{r['plan_seconds']:.2f} |")
+    out["small_random"] = mapping_vs_greedy()
     return out
+
+
+def mapping_vs_greedy(trials: int = 40, seed: int = 3) -> dict:
+    """Greedy vs exact device mapping (total P2P s) on small random DAGs: 4 GPUs (2 per node) and 8 (4 per node)."""
+    from sgl.systems.data.spindle import SpindleConfig, SpindlePlanner
+    from sgl.systems.data.spindle_dag import ScalingCurve, SpindleOp, TaskDAG
+
+    rng = np.random.default_rng(seed)
+    ratios, equal, cases, used = [], 0, 0, set()
+    for _ in range(trials):
+        for devices, per_node in ((4, 2), (8, 4)):
+            ops = []
+            for i in range(int(rng.integers(3, 7))):
+                deps = tuple(f"o{j}" for j in range(i) if rng.random() < 0.5)
+                curve = ScalingCurve.amdahl(float(rng.uniform(0.5, 3.0)), float(rng.uniform(0.05, 0.4)), 0.0,
+                                            tuple(g for g in (1, 2, 4) if g <= devices))
+                ops.append(SpindleOp(f"o{i}", f"t{i % 2}", curve, deps, float(rng.uniform(50, 800))))
+            dag = TaskDAG(ops)
+            planner = SpindlePlanner(dag, SpindleConfig(devices=devices, devices_per_node=per_node))
+            exact = planner.plan().schedule.p2p_seconds
+            used.add(planner.mapping_used)
+            greedy = SpindlePlanner(dag, SpindleConfig(devices=devices, devices_per_node=per_node,
+                                                       mapping="p2p")).plan().schedule.p2p_seconds
+            cases += 1
+            equal += abs(greedy - exact) <= 1e-12
+            if exact > 0:
+                ratios.append(greedy / exact)
+    worst = max(ratios) if ratios else 1.0
+    print(f"\nDevice mapping on {cases} small random DAGs (3-6 operators; 4 GPUs in 2-GPU nodes, 8 in 4-GPU nodes), "
+          f"mapping used: {', '.join(sorted(used))}: greedy = exact in {equal}; worst greedy/exact P2P {worst:.2f}x")
+    return {"cases": cases, "greedy_optimal": equal, "worst_ratio": worst, "used": sorted(used)}
 
 
 def main() -> None:
@@ -152,6 +247,9 @@ def main() -> None:
     parser.add_argument("--root", default=str(ROOT.parent / "shared" / "datasets"))
     parser.add_argument("--part", default="all", choices=("all", "pack", "lm", "lobra", "spindle"))
     parser.add_argument("--lobra-steps", type=int, default=10)
+    parser.add_argument("--lobra-search", type=int, default=64,
+                        help="replica sets tried exhaustively when at most this many")
+    parser.add_argument("--lobra-microbatch", default="tokens,bucket", help="micro-batch models to compare")
     parser.add_argument("--devices", type=int, default=16)
     parser.add_argument("--window", type=int, default=2048, help="pack part: tokens (words) per window")
     parser.add_argument("--repeats", type=int, default=3)
@@ -159,6 +257,9 @@ def main() -> None:
     parser.add_argument("--long-from", type=int, default=512)
     parser.add_argument("--methods", default="datasculpt,random,iclm,bfd")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seed-start", type=int, default=0, help="lm part: seeds seed_start .. seed_start+seeds-1")
+    parser.add_argument("--lm-tables", default=None,
+                        help="print the lm table of saved --lm-json files (comma-separated, same settings) and exit")
     parser.add_argument("--train-tokens", type=int, default=150_000)
     parser.add_argument("--vocab", type=int, default=4096)
     parser.add_argument("--hidden", type=int, default=64)
@@ -170,15 +271,26 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--lm-json", default=None, help="lm part: rows saved after every run; resumes from it")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.lm_tables:  # several processes may each run some seeds of one study: merge their rows
+        saved = [json.loads(Path(f).read_text()) for f in args.lm_tables.split(",")]
+        per_run = ("seeds", "seed_start", "methods")  # what may differ between the processes of one study
+        keys = [{k: v for k, v in d["settings"].items() if k not in per_run} for d in saved]
+        if any(k != keys[0] for k in keys):
+            raise SystemExit("the --lm-tables files hold studies with different settings")
+        rows = list({(r["method"], r["seed"]): r for d in saved for r in d["rows"]}.values())
+        print(lm_table(rows, saved[0]["settings"]["long_from"]))
+        return
     out = {}
     if args.part in ("all", "pack"):
         out["pack"] = bench_pack(args.root, args.window, args.repeats)
     if args.part in ("all", "lm"):
         out["lm"] = bench_lm(args.root, args)
     if args.part in ("all", "lobra"):
-        out["lobra"] = bench_lobra(args.root, args.lobra_steps, args.devices)
+        out["lobra"] = bench_lobra(args.root, args.lobra_steps, args.devices, args.lobra_search,
+                                   args.lobra_microbatch.split(","))
     if args.part in ("all", "spindle"):
         out["spindle"] = bench_spindle()
     if args.json:

@@ -28,13 +28,17 @@ def test_plan_lora_prints_and_writes_json(tmp_path, capsys):
     assert data["saving"] == pytest.approx(1 - data["lobra"]["gpu_seconds"] / data["homogeneous"]["gpu_seconds"])
     # GPUs: every plan uses exactly the cluster
     assert data["lobra"]["devices"] == 8 and data["homogeneous"]["devices"] == 8
+    # no plan beats the any-plan lower bound; the ceiling is the saving that bound would give
+    assert "any-plan lower bound" in text and "ceiling for any plan" in text and data["microbatch"] == "tokens"
+    assert data["lower_bound_gpu_seconds"] <= min(data["lobra"]["gpu_seconds"], data["homogeneous"]["gpu_seconds"])
+    assert data["ceiling"] == pytest.approx(1 - data["lower_bound_gpu_seconds"] / data["homogeneous"]["gpu_seconds"])
 
 
 def test_plan_lora_on_real_lengths(data_path, tmp_path, capsys):
     wiki = data_path("seqlen", "wikipedia.txt")
     short = _lengths(tmp_path / "short.txt", np.arange(5, 60))
     assert main(["plan", "lora", "--devices", "16", "--task", f"wiki={wiki}:4", "--task", f"sst={short}:16",
-                 "--steps", "1", "--calibration-steps", "1"]) == 0
+                 "--steps", "1", "--calibration-steps", "1", "--search", "0"]) == 0
     assert "LobRA MILP + dispatch" in capsys.readouterr().out
 
 
@@ -48,6 +52,8 @@ def test_plan_lora_bad_task(task, message, capsys):
 
 def test_plan_lora_checks_out_before_work(tmp_path, capsys):
     lengths = _lengths(tmp_path / "l.txt", [10, 20])
+    assert main(["plan", "lora", "--devices", "8", "--task", f"a={lengths}:2", "--search", "-1"]) == 2
+    assert "--search" in capsys.readouterr().err
     assert main(["plan", "lora", "--devices", "8", "--task", f"a={lengths}:2",
                  "--out", str(lengths / "x.json")]) == 2   # its folder is a file
     assert "--out" in capsys.readouterr().err
@@ -60,6 +66,7 @@ def test_plan_spindle_builtin_and_file(tmp_path, capsys):
     assert "wave 0:" in text and "vs one big pipeline" in text and "vs even split" in text
     data = json.loads(out.read_text())
     assert len(data["ops"]) == 15 and data["makespan_s"] < data["baselines"]["one big pipeline"]
+    assert "exact mapping" in text and data["mapping_used"] == "exact"
     # the written schedule replays against the DAG: dependencies and device exclusivity hold
     dag_file = tmp_path / "dag.json"
     ops = [SpindleOp("enc", "a", ScalingCurve((1, 2), (1.0, 0.6)), out_mb=100.0),

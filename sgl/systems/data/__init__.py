@@ -25,12 +25,14 @@ from sgl.systems.data.corpus import (iter_corpus, read_corpus, tokenizer_lengths
                                      wikitext2_sections)
 from sgl.systems.data.datasculpt import PACK_METHODS, PackConfig, PackResult, pack_arrays, pack_documents
 from sgl.systems.data.embed import HiddenStateEncoder, TfidfSvdEncoder
-from sgl.systems.data.lobra_study import best_homogeneous, compute_ceiling, lobra_compare
+from sgl.systems.data.lobra_study import (best_homogeneous, compute_ceiling, gpu_seconds_lower_bound, lobra_compare,
+                                          replica_sets)
 from sgl.systems.data.metrics import packing_metrics
 from sgl.systems.data.packing import OVERLONG_POLICIES, Packing, bfd_assign, concat_segments, greedy_assign
 from sgl.systems.data.spindle import (SpindleConfig, SpindlePlanner, SpindleResult, big_pipeline, compare_baselines,
                                       even_split, spindle_lower_bound)
 from sgl.systems.data.spindle_alloc import continuous_makespan, pack_wave, round_allocation
+from sgl.systems.data.spindle_map import exact_mapping, mapping_cost
 from sgl.systems.data.spindle_dag import ScalingCurve, SpindleOp, TaskDAG, load_dag, mtmm_dag
 from sgl.systems.data.spindle_sim import LinkModel, Schedule, replay, validate_schedule
 from sgl.systems.data.stream import pack_stream
@@ -42,4 +44,5 @@ __all__ = ["PackConfig", "PackResult", "PACK_METHODS", "pack_documents", "pack_a
            "ScalingCurve", "SpindleOp", "TaskDAG", "load_dag", "mtmm_dag", "continuous_makespan", "round_allocation",
            "pack_wave", "LinkModel", "Schedule", "replay", "validate_schedule", "SpindleConfig", "SpindlePlanner",
            "SpindleResult", "big_pipeline", "even_split", "compare_baselines", "spindle_lower_bound",
-           "lobra_compare", "best_homogeneous", "compute_ceiling"]
+           "lobra_compare", "best_homogeneous", "compute_ceiling", "gpu_seconds_lower_bound", "replica_sets",
+           "exact_mapping", "mapping_cost"]

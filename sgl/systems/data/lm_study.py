@@ -40,8 +40,16 @@ def packing_lm_study(root: Any, *, methods: Sequence[str] = PACK_METHODS, seeds:
                      window: int = 1024, long_from: int = 512, short_max: int = 512, vocab_size: int = 4096,
                      train: Optional[LMTrainConfig] = None, max_sections: Optional[int] = None,
                      max_eval_blocks: int = 64, cache_dir: Any = None,
-                     log: Optional[Callable[[str], None]] = None) -> List[Dict[str, Any]]:
-    """One row per (method, seed): packing metrics, training summary, ``ppl_long``, ``ppl_short``."""
+                     log: Optional[Callable[[str], None]] = None,
+                     on_row: Optional[Callable[[Dict[str, Any]], None]] = None,
+                     done: Sequence[Dict[str, Any]] = ()) -> List[Dict[str, Any]]:
+    """One row per (method, seed): packing metrics, training summary, ``ppl_long``, ``ppl_short``.
+
+    Runs go seed by seed, every method within a seed, so a study cut short still compares all
+    methods on the seeds it finished. ``on_row`` is called after each run (e.g. to save the rows
+    so far); rows in ``done`` (from an earlier, interrupted study with the same settings) are
+    kept and their (method, seed) runs skipped.
+    """
     from sgl.systems.text import train_tokenizer, wikitext2_documents
 
     check_int(window, "window", minimum=8)
@@ -58,11 +66,17 @@ def packing_lm_study(root: Any, *, methods: Sequence[str] = PACK_METHODS, seeds:
     valid_sections, _ = wikitext2_sections(root, "valid")
     short = [d for d in encode_each(tokenizer, valid_sections) if d.numel() < short_max]
     vocab = tokenizer.get_vocab_size()
-    rows: List[Dict[str, Any]] = []
-    for method in methods:
+    rows: List[Dict[str, Any]] = [dict(r) for r in done]
+    finished = {(r["method"], int(r["seed"])) for r in rows}
+    packings = {}
+    for method in methods:  # the packing is seed-independent (seed 0): only the model's seed varies
         packed = pack_arrays(lengths, embeddings, PackConfig(window=window, method=method, seed=0))
-        ids, labels = windows_to_rows(packed.packing, doc_ids)
-        for seed in seeds:
+        packings[method] = (packed, windows_to_rows(packed.packing, doc_ids))
+    for seed in seeds:
+        for method in methods:
+            if (method, int(seed)) in finished:
+                continue
+            packed, (ids, labels) = packings[method]
             started = time.perf_counter()
             config = replace(train, seed=int(seed))
             model = tiny_llama(vocab, window, config)
@@ -75,6 +89,8 @@ def packing_lm_study(root: Any, *, methods: Sequence[str] = PACK_METHODS, seeds:
                    "ppl_short": short_document_perplexity(model, short, device=config.device),
                    "short_docs": len(short), "wall_s": time.perf_counter() - started}
             rows.append(row)
+            if on_row is not None:
+                on_row(row)
             if log is not None:
                 log(f"{method} seed {seed}: ppl_long {row['ppl_long']:.2f}, ppl_short {row['ppl_short']:.2f}, "
                     f"{row['train_tokens']} tokens in {row['seconds']:.0f} s")

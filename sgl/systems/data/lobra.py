@@ -18,9 +18,17 @@ dispatch counts ``n_bsk`` and micro-batch counts ``μ_bsk``::
 slowest replica's 1F1B time; the bubble ``(pp−1)·max T_j`` is bounded by the longest full
 micro-batch of a bucket the replica serves.
 
+``microbatch="tokens"`` replaces the per-bucket micro-batch counts by one per slot,
+``Σ_b L̄_b·n_bsk <= cap_s·μ_sk`` with ``c_s·μ_sk`` in the time row, and prices bucket ``b`` at its
+mean ``a·mean(L²) + b·mean(L)`` (:func:`bucket_moments`) instead of at ``L_b``.
+
 **Dispatcher** (:func:`dispatch`): the same MILP with the replicas fixed, re-solved for each
 step's real batch; sequences then go, longest first, into each replica's complete micro-batches
-and a remainder micro-batch per bucket.
+and a remainder micro-batch per bucket (``"tokens"``: each bucket dealt evenly over its slots).
+A replica's sequences are also packed first-fit decreasing on their real lengths across buckets
+(remainders share micro-batches); it keeps the faster of the two micro-batchings. If the MILP
+finds no point in its time limit, a greedy dispatch (longest first, to the replica that would
+finish it earliest) keeps the step feasible.
 **Simulator** (:func:`simulate`): replays steps drawn from real length distributions; a step
 takes the slowest replica's 1F1B time (``StrategyCost.replica_time``), and GPU-seconds are
 ``N · Σ step time``.
@@ -38,10 +46,13 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from sgl._checks import check_int
+from sgl._checks import check_choice, check_int
 from sgl.errors import PlanError
 
-__all__ = ["LobraPlan", "bucketize_lengths", "plan_replicas", "dispatch", "simulate", "homogeneous_replicas"]
+MICROBATCH_MODELS = ("bucket", "tokens")
+
+__all__ = ["MICROBATCH_MODELS", "bucket_moments", "LobraPlan", "bucketize_lengths", "plan_replicas", "dispatch",
+           "simulate", "homogeneous_replicas"]
 
 
 @dataclass
@@ -63,7 +74,8 @@ def bucketize_lengths(lengths: np.ndarray, boundaries: Sequence[int]) -> tuple:
     return np.searchsorted(bounds, lengths, side="left"), bounds
 
 
-def _milp(pool, devices, bucket_len, bucket_count, fixed: Optional[Dict[int, int]], time_limit):
+def _milp(pool, devices, bucket_len, bucket_count, fixed: Optional[Dict[int, int]], time_limit,
+          microbatch: str = "bucket", moments: Optional[tuple] = None):
     import scipy.sparse as sp
 
     from sgl.systems.seq.milp import solve_milp
@@ -71,6 +83,11 @@ def _milp(pool, devices, bucket_len, bucket_count, fixed: Optional[Dict[int, int
     L = np.asarray(bucket_len, dtype=np.float64)
     n = np.asarray(bucket_count, dtype=np.float64)
     B = L.size
+    # per-bucket mean length and mean squared length for the time and token terms (default: the bound)
+    if moments is None:
+        mean_len, mean_sq = L, L ** 2
+    else:
+        mean_len, mean_sq = np.asarray(moments[0], dtype=np.float64), np.asarray(moments[1], dtype=np.float64)
     slots = [(s, k) for s, p in enumerate(pool) for k in range(devices // p.devices)]
     if not slots:
         raise PlanError(f"no scheme of the pool fits in {devices} devices")
@@ -109,11 +126,20 @@ def _milp(pool, devices, bucket_len, bucket_count, fixed: Optional[Dict[int, int
                 hi[nb] = hi[mu] = hi[used] = 0.0
                 continue
             seq = p.a * L[b] ** 2 + p.b * L[b]
+            mean_seq = p.a * mean_sq[b] + p.b * mean_len[b]
             add({nb: 1.0, used: -n[b]}, -np.inf, 0.0)         # n_bsk <= n_b * u_bsk
             add({used: 1.0, j: -1.0}, -np.inf, 0.0)           # u_bsk <= y_sk
-            add({nb: 1.0, mu: -per[b]}, -np.inf, 0.0)         # n <= m * mu
+            if microbatch == "bucket":
+                add({nb: 1.0, mu: -per[b]}, -np.inf, 0.0)     # n <= m * mu
+                time_row[mu] = p.c
             add({used: min(per[b], max(n[b], 1.0)) * seq + p.c, z: -1.0}, -np.inf, 0.0)  # bubble >= largest mb of b
-            time_row[nb] = seq
+            time_row[nb] = mean_seq
+        if microbatch == "tokens":  # one micro-batch count per slot: Σ_b L_b n_b <= cap · μ (column mu_0)
+            mu = j + 1 + B
+            for b in range(1, B):
+                hi[j + 1 + B + b] = 0.0
+            add({**{j + 1 + b: float(mean_len[b]) for b in range(B) if L[b] <= p.capacity}, mu: -float(p.capacity)},
+                -np.inf, 0.0)
             time_row[mu] = p.c
         add(time_row, -np.inf, 0.0)
         if k > 0:
@@ -140,10 +166,19 @@ def _milp(pool, devices, bucket_len, bucket_count, fixed: Optional[Dict[int, int
 
 
 def plan_replicas(pool: Sequence, devices: int, bucket_len: Sequence[int], bucket_count: Sequence[int], *,
-                  time_limit: float = 10.0) -> LobraPlan:
-    """The static MILP of the module docstring for a representative step (bucket lengths and counts)."""
+                  time_limit: float = 10.0, microbatch: str = "bucket",
+                  moments: Optional[tuple] = None) -> LobraPlan:
+    """The static MILP of the module docstring for a representative step (bucket lengths and counts).
+
+    ``microbatch="tokens"`` counts a slot's micro-batches by tokens across buckets
+    (``Σ_b L_b·n_bsk <= cap_s·μ_sk``, one ``μ`` per slot) instead of per bucket, the model of the
+    first-fit-decreasing micro-batching that :func:`dispatch` can use; ``moments`` (per-bucket
+    mean length and mean squared length, :func:`bucket_moments`) then price a bucket's sequences
+    at their mean instead of at the bound ``L_b`` (which still decides where they fit).
+    """
     check_int(devices, "devices", minimum=1, error=PlanError)
-    return _milp(list(pool), devices, bucket_len, bucket_count, None, time_limit)
+    check_choice(microbatch, "microbatch", MICROBATCH_MODELS, error=PlanError)
+    return _milp(list(pool), devices, bucket_len, bucket_count, None, time_limit, microbatch, moments)
 
 
 def homogeneous_replicas(pool: Sequence, devices: int, longest: int) -> Dict[int, int]:
@@ -160,34 +195,121 @@ def homogeneous_replicas(pool: Sequence, devices: int, longest: int) -> Dict[int
 
 
 def dispatch(pool: Sequence, replicas: Dict[int, int], lengths: np.ndarray, boundaries: Sequence[int], *,
-             time_limit: float = 2.0) -> Dict[tuple, List[List[int]]]:
-    """One step: the MILP with fixed replicas, then micro-batches (complete ones, then a remainder) per bucket."""
+             time_limit: float = 2.0, repack: bool = True,
+             microbatch: str = "bucket") -> Dict[tuple, List[List[int]]]:
+    """One step: the MILP with fixed replicas, then micro-batches (complete ones, then a remainder) per bucket.
+
+    With ``repack`` a replica's sequences are also packed first-fit decreasing on their real
+    lengths across buckets (the remainders of several buckets share a micro-batch, and a bucket's
+    shorter sequences fill the room its bound ``L_b`` leaves); the replica keeps whichever of the
+    two micro-batchings has the shorter 1F1B time, so a step never gets slower.
+    """
     bucket, bounds = bucketize_lengths(lengths, boundaries)
+    lengths = np.asarray(lengths, dtype=np.int64)
     counts = np.bincount(bucket, minlength=bounds.size)
     longest = np.array([lengths[bucket == b].max() if counts[b] else bounds[b] for b in range(bounds.size)])
     devices = sum(pool[s].devices * r for s, r in replicas.items())
-    plan = _milp(list(pool), devices, longest, counts, replicas, time_limit)
-    order = np.argsort(-np.asarray(lengths), kind="stable")
+    check_choice(microbatch, "microbatch", MICROBATCH_MODELS, error=PlanError)
+    moments = None
+    if microbatch == "tokens":  # the step's real lengths are known: model each bucket by its mean
+        moments = bucket_moments(lengths, bucket, longest)
+    try:
+        plan = _milp(list(pool), devices, longest, counts, replicas, time_limit, microbatch, moments)
+    except PlanError:  # no MILP point within the time limit (a loaded machine): a feasible greedy dispatch
+        plan = LobraPlan(dict(replicas), _greedy_counts(pool, replicas, lengths, bucket, bounds.size))
+    order = np.argsort(-lengths, kind="stable")
     queues = {b: [int(lengths[i]) for i in order if bucket[i] == b] for b in range(bounds.size)}
+    if microbatch == "tokens":  # deal each bucket evenly so every slot's share has about the bucket's mean
+        shares = _deal(queues, plan.dispatch)
     out: Dict[tuple, List[List[int]]] = {}
     for slot, per_bucket in plan.dispatch.items():
         p = pool[slot[0]]
         batches: List[List[int]] = []
         for b, count in enumerate(per_bucket.tolist()):
-            take, queues[b] = queues[b][:count], queues[b][count:]
+            if microbatch == "tokens":
+                take = shares[slot][b]
+            else:
+                take, queues[b] = queues[b][:count], queues[b][count:]
             per = max(1, p.capacity // int(max(longest[b], 1)))
             batches.extend(take[i:i + per] for i in range(0, len(take), per))
+        if repack or microbatch == "tokens":
+            merged = _first_fit_decreasing([x for mb in batches for x in mb], p.capacity)
+            if p.replica_time(merged) < p.replica_time(batches):
+                batches = merged
         out[slot] = batches
     return out
 
 
+def _greedy_counts(pool: Sequence, replicas: Dict[int, int], lengths: np.ndarray, bucket: np.ndarray,
+                   buckets: int) -> Dict[tuple, np.ndarray]:
+    """Longest first, each sequence to the replica that holds it and would finish it earliest (per-bucket counts)."""
+    slots = [(s, k) for s, r in sorted(replicas.items()) for k in range(r)]
+    load = {slot: 0.0 for slot in slots}
+    out = {slot: np.zeros(buckets, dtype=np.int64) for slot in slots}
+    for i in np.argsort(-lengths, kind="stable"):
+        fits = [slot for slot in slots if pool[slot[0]].capacity >= lengths[i]]
+        if not fits:
+            raise PlanError(f"a sequence of {int(lengths[i])} tokens fits no replica of the plan")
+        best = min(fits, key=lambda slot: load[slot] + float(pool[slot[0]].seq_time([lengths[i]])[0]))
+        load[best] += float(pool[best[0]].seq_time([lengths[i]])[0])
+        out[best][bucket[i]] += 1
+    return out
+
+
+def bucket_moments(lengths: np.ndarray, bucket: np.ndarray, fallback: np.ndarray) -> tuple:
+    """Per bucket ``(mean L, mean L²)`` of ``lengths`` (``fallback`` for an empty bucket)."""
+    lengths = np.asarray(lengths, dtype=np.float64)
+    B = len(fallback)
+    count = np.bincount(bucket, minlength=B).astype(np.float64)
+    safe = np.maximum(count, 1.0)
+    fallback = np.asarray(fallback, dtype=np.float64)
+    mean = np.where(count > 0, np.bincount(bucket, lengths, minlength=B) / safe, fallback)
+    square = np.where(count > 0, np.bincount(bucket, lengths ** 2, minlength=B) / safe, fallback ** 2)
+    return mean, square
+
+
+def _deal(queues: Dict[int, List[int]], counts: Dict[tuple, np.ndarray]) -> Dict[tuple, Dict[int, List[int]]]:
+    """Each bucket's sequences (longest first) to the slots, each next one to the slot furthest behind its count."""
+    shares: Dict[tuple, Dict[int, List[int]]] = {slot: {} for slot in counts}
+    for b, queue in queues.items():
+        want = {slot: int(c[b]) for slot, c in counts.items() if c[b] > 0}
+        got = dict.fromkeys(want, 0)
+        for slot in want:
+            shares[slot][b] = []
+        for x in queue:
+            slot = max(want, key=lambda k: ((want[k] - got[k]) / want[k], -list(want).index(k)))
+            shares[slot][b].append(x)
+            got[slot] += 1
+    for slot in shares:
+        for b in range(len(next(iter(counts.values())))):
+            shares[slot].setdefault(b, [])
+    return shares
+
+
+def _first_fit_decreasing(lengths: List[int], capacity: int) -> List[List[int]]:
+    """Micro-batches of real lengths across buckets: each sequence into the first one it fits (longest first)."""
+    batches: List[List[int]] = []
+    room: List[int] = []
+    for x in sorted(lengths, reverse=True):
+        for i, r in enumerate(room):
+            if x <= r:
+                batches[i].append(x)
+                room[i] -= x
+                break
+        else:
+            batches.append([x])
+            room.append(capacity - x)
+    return batches
+
+
 def simulate(pool: Sequence, replicas: Dict[int, int], steps: Sequence[np.ndarray], boundaries: Sequence[int],
-             *, time_limit: float = 2.0) -> Dict[str, float]:
+             *, time_limit: float = 2.0, repack: bool = True, microbatch: str = "bucket") -> Dict[str, float]:
     """Replay ``steps`` (one length array each): total and mean step time (s) and GPU-seconds."""
     devices = sum(pool[s].devices * r for s, r in replicas.items())
     times = []
     for lengths in steps:
-        work = dispatch(pool, replicas, np.asarray(lengths), boundaries, time_limit=time_limit)
+        work = dispatch(pool, replicas, np.asarray(lengths), boundaries, time_limit=time_limit, repack=repack,
+                        microbatch=microbatch)
         for (s, _), batches in work.items():
             if any(sum(mb) > pool[s].capacity for mb in batches):  # an invariant of dispatch()
                 raise PlanError(f"a micro-batch exceeds the capacity of {pool[s].label}")

@@ -15,11 +15,25 @@ a measured saving may exceed it). When a token costs about as many GPU-ms on eve
 7B Hydraulis pool: 0.18 on tp1-pp2, 0.22 on tp4, 0.26 on tp8), this ceiling is low whatever the
 planner does.
 
+:func:`gpu_seconds_lower_bound` is the exact floor for *any* plan on the same cost model. A step
+of a plan with replicas ``j`` (scheme ``s_j``, ``g_j`` GPUs, ``Σ_j g_j = N``) takes
+``T = max_j T_j`` with ``T_j = Σ_mb (Σ_{L∈mb} t_s(L) + c_s) + (pp_s − 1)·max_mb(...)``, so
+
+    N·T >= Σ_j g_j·T_j >= Σ_j g_j·(Σ_{L∈j} t_{s_j}(L) + c_{s_j}·⌈Σ_{L∈j} L / cap_{s_j}⌉)
+        >= Σ_L min_{s: cap_s >= L} g_s·(a_s L² + b_s L + c_s·L / cap_s)
+
+(perfect balance, every sequence on its cheapest scheme, no bubbles, micro-batches filled to the
+token). Every replayed plan, LobRA's and the homogeneous one, costs at least this many
+GPU-seconds on the same steps; ``1 − bound / homogeneous`` is the largest saving any
+heterogeneous plan could report against the baseline.
+
 >>> import numpy as np
 >>> from sgl.systems.seq import hydraulis_pool
 >>> pool = hydraulis_pool(16)
 >>> round(compute_ceiling(pool, np.array([100, 200, 300]), homogeneous_replicas(pool, 16, 300)), 3)
 0.102
+>>> round(gpu_seconds_lower_bound(pool, [np.array([100, 200, 300])]), 4)
+0.1341
 """
 from __future__ import annotations
 
@@ -29,9 +43,10 @@ import numpy as np
 
 from sgl._checks import check_int
 from sgl.errors import PlanError
-from sgl.systems.data.lobra import bucketize_lengths, homogeneous_replicas, plan_replicas, simulate
+from sgl.systems.data.lobra import bucket_moments, bucketize_lengths, homogeneous_replicas, plan_replicas, simulate
 
-__all__ = ["compute_ceiling", "sample_steps", "best_homogeneous", "lobra_compare", "DEFAULT_BOUNDS"]
+__all__ = ["compute_ceiling", "gpu_seconds_lower_bound", "replica_sets", "sample_steps", "best_homogeneous",
+           "lobra_compare", "DEFAULT_BOUNDS"]
 
 DEFAULT_BOUNDS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
@@ -56,6 +71,22 @@ def compute_ceiling(pool: Sequence, lengths: np.ndarray, baseline: Mapping[int, 
     return float(1.0 - best.sum() / _gpu_ms(pool, base, lengths).sum())
 
 
+def gpu_seconds_lower_bound(pool: Sequence, steps: Sequence[np.ndarray]) -> float:
+    """``Σ_steps Σ_L min_s g_s·(a_s L² + b_s L + c_s L / cap_s) / 1000`` (see the module docstring)."""
+    total = 0.0
+    for lengths in steps:
+        lengths = np.asarray(lengths, dtype=np.float64)
+        best = np.full(lengths.size, np.inf)
+        for p in pool:
+            fits = lengths <= p.capacity
+            cost = p.devices * (p.a * lengths[fits] ** 2 + p.b * lengths[fits] + p.c * lengths[fits] / p.capacity)
+            best[fits] = np.minimum(best[fits], cost)
+        if not np.isfinite(best).all():
+            raise PlanError(f"a sequence of {int(lengths.max())} tokens fits no scheme of the pool")
+        total += float(best.sum())
+    return total / 1000.0
+
+
 def sample_steps(tasks: Mapping[str, np.ndarray], per_task: Mapping[str, int], steps: int, seed: int = 0) -> list:
     """``steps`` joint batches: ``per_task[k]`` lengths drawn (with replacement, seeded) from task ``k``."""
     check_int(steps, "steps", minimum=1, error=PlanError)
@@ -68,23 +99,59 @@ def sample_steps(tasks: Mapping[str, np.ndarray], per_task: Mapping[str, int], s
 
 
 def best_homogeneous(pool: Sequence, devices: int, longest: int, calib: Sequence[np.ndarray],
-                     bounds: Sequence[int], time_limit: float = 2.0) -> Dict[int, int]:
+                     bounds: Sequence[int], time_limit: float = 2.0, microbatch: str = "bucket") -> Dict[int, int]:
     """The baseline: of the single schemes that hold ``longest`` on all ``devices``, the fastest on ``calib``."""
     options = [{s: devices // p.devices} for s, p in enumerate(pool)
                if p.capacity >= longest and devices % p.devices == 0]
     if not options:
         return homogeneous_replicas(pool, devices, longest)  # raises the PlanError that names the problem
-    return min(options, key=lambda rep: simulate(pool, rep, calib, bounds, time_limit=time_limit)["total_s"])
+    return min(options, key=lambda rep: simulate(pool, rep, calib, bounds, time_limit=time_limit,
+                                                 microbatch=microbatch)["total_s"])
+
+
+def replica_sets(pool: Sequence, devices: int, longest: int, limit: int = 256) -> Optional[list]:
+    """Every replica-count map ``{scheme: count}`` with ``Σ count·GPUs = devices`` and a scheme holding ``longest``.
+
+    ``None`` when there are more than ``limit`` of them (the caller then keeps the MILP's candidates).
+    """
+    check_int(limit, "limit", minimum=1, error=PlanError)
+    out: list = []
+
+    def extend(s: int, left: int, chosen: Dict[int, int]) -> bool:
+        if left == 0:
+            if any(pool[k].capacity >= longest for k in chosen):
+                out.append(dict(chosen))
+            return len(out) <= limit
+        if s == len(pool):
+            return True
+        g = pool[s].devices
+        for count in range(left // g, -1, -1):
+            if count:
+                chosen[s] = count
+            if not extend(s + 1, left - count * g, chosen):
+                return False
+            chosen.pop(s, None)
+        return True
+
+    return out if extend(0, devices, {}) else None
 
 
 def lobra_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.ndarray], per_task: Mapping[str, int],
                   steps: int = 10, *, bounds: Optional[Sequence[int]] = None, seed: int = 0,
-                  time_limit: float = 2.0, calibration_steps: int = 3) -> Dict:
+                  time_limit: float = 2.0, calibration_steps: int = 3, microbatch: str = "bucket",
+                  search: int = 0) -> Dict:
     """LobRA (static MILP + per-step dispatch) vs the homogeneous scheme, modelled GPU-seconds.
 
     The static plan is chosen on ``calibration_steps`` batches drawn with another seed (never the
     replayed ones): candidates are the MILP's replica sets for the mean bucket counts and for each
     calibration batch, plus the homogeneous scheme; the one with the least replayed time wins.
+    ``microbatch="tokens"`` plans and dispatches with token-counted micro-batches and each
+    bucket's mean length (:func:`~sgl.systems.data.lobra.plan_replicas`,
+    :func:`~sgl.systems.data.lobra.dispatch`); the baseline is replayed the same way. With
+    ``search > 0`` and at most ``search`` replica sets (:func:`replica_sets`), every one of them is
+    a candidate too: the static choice is then exact on the calibration batches, and
+    ``oracle_static`` (every set replayed on the replayed steps themselves, the best static plan
+    in hindsight for this dispatcher) is reported beside it.
     """
     check_int(devices, "devices", minimum=1, error=PlanError)
     check_int(calibration_steps, "calibration_steps", minimum=1, error=PlanError)
@@ -95,28 +162,51 @@ def lobra_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.ndarray],
     bounds = sorted({*(b for b in (bounds or DEFAULT_BOUNDS) if b < cap), cap})
     # a training job is configured for the datasets' longest sequence, whatever one step draws
     longest = int(max(np.max(v) for k, v in tasks.items() if per_task.get(k, 0) > 0))
-    homo = best_homogeneous(pool, devices, longest, calib, bounds, time_limit)
+    run = dict(time_limit=time_limit, microbatch=microbatch)
+    homo = best_homogeneous(pool, devices, longest, calib, bounds, time_limit, microbatch)
     candidates = [homo]
     bucket, b = bucketize_lengths(np.concatenate(calib), bounds)
     top = int(bucketize_lengths(np.array([longest]), bounds)[0][0])
     mean_counts = np.ceil(np.bincount(bucket, minlength=len(b)) / calibration_steps).astype(int)
-    for counts in [mean_counts] + [np.bincount(bucketize_lengths(x, bounds)[0], minlength=len(b)) for x in calib]:
+    everything = np.concatenate(calib)
+    for draw in [None] + list(calib):
+        counts = mean_counts if draw is None else np.bincount(bucketize_lengths(draw, bounds)[0], minlength=len(b))
         counts = counts.copy()
         counts[top] = max(counts[top], 1)  # some replica must hold the longest sequence any step can draw
+        lens, moments = b, None
+        if microbatch == "tokens":  # each bucket by its real longest and mean lengths on the calibration draws
+            sample = everything if draw is None else np.asarray(draw)
+            which = bucketize_lengths(sample, bounds)[0]
+            lens = np.array([sample[which == k].max() if (which == k).any() else b[k] for k in range(len(b))])
+            lens[top] = max(int(lens[top]), longest)
+            moments = bucket_moments(sample, which, lens)
         try:
-            plan = plan_replicas(pool, devices, b, counts, time_limit=max(time_limit, 5.0))
+            plan = plan_replicas(pool, devices, lens, counts, time_limit=max(time_limit, 5.0),
+                                 microbatch=microbatch, moments=moments)
         except PlanError:  # no replica set for this batch (e.g. its longest bucket fits one slot only)
             continue
         if plan.replicas not in candidates:
             candidates.append(plan.replicas)
-    scored = [(simulate(pool, rep, calib, bounds, time_limit=time_limit)["total_s"], k, rep)
-              for k, rep in enumerate(candidates)]
+    every = replica_sets(pool, devices, longest, limit=search) if search > 0 else None
+    candidates += [rep for rep in (every or []) if rep not in candidates]
+    scored = [(simulate(pool, rep, calib, bounds, **run)["total_s"], k, rep) for k, rep in enumerate(candidates)]
     _, _, chosen = min(scored)
-    ours = simulate(pool, chosen, batches, bounds, time_limit=time_limit)
-    base = simulate(pool, homo, batches, bounds, time_limit=time_limit)
+    ours = simulate(pool, chosen, batches, bounds, **run)
+    base = simulate(pool, homo, batches, bounds, **run)
+    oracle = None
+    if every:  # the best static replica set in hindsight: every set replayed on the replayed steps themselves
+        oracle = min((simulate(pool, rep, batches, bounds, **run)["gpu_seconds"], k) for k, rep in enumerate(every))
+        oracle = {"gpu_seconds": oracle[0], "replicas": every[oracle[1]]}
+    bound = gpu_seconds_lower_bound(pool, batches)
+    ceiling = 1.0 - bound / base["gpu_seconds"]
     label = lambda rep: ", ".join(f"{r}x {pool[s].label}" for s, r in sorted(rep.items()))  # noqa: E731
     return {"devices": devices, "steps": steps, "per_task": dict(per_task), "bounds": [int(x) for x in bounds],
             "lobra": {**ours, "replicas": label(chosen)}, "homogeneous": {**base, "replicas": label(homo)},
             "candidates": {label(rep): t for t, _, rep in scored},
             "saving": 1.0 - ours["gpu_seconds"] / base["gpu_seconds"],
-            "compute_ceiling": compute_ceiling(pool, np.concatenate(batches), homo)}
+            "microbatch": microbatch, "searched": len(candidates),
+            "oracle_static": None if oracle is None else {"gpu_seconds": oracle["gpu_seconds"],
+                                                          "replicas": label(oracle["replicas"])},
+            "compute_ceiling": compute_ceiling(pool, np.concatenate(batches), homo),
+            "lower_bound_gpu_seconds": bound, "ceiling": ceiling,
+            "share_of_ceiling": (1.0 - ours["gpu_seconds"] / base["gpu_seconds"]) / ceiling if ceiling > 0 else 0.0}

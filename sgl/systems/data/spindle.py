@@ -6,9 +6,12 @@ Pipeline (:class:`SpindlePlanner`):
 2. per wave, makespan bisection ``Σ_i g_i(C*) = N``, GPU-count rounding and lane packing
    (:func:`~sgl.systems.data.spindle_alloc.pack_wave`);
 3. device mapping: each lane (a GPU group of one width) gets a contiguous block of free devices,
-   inside one node when it fits; ``mapping="p2p"`` picks, among the free blocks, the one with the
-   least P2P time from the lane's inputs (:class:`~sgl.systems.data.spindle_sim.LinkModel`),
-   ``"first_fit"`` the lowest free block;
+   inside one node when it fits; ``mapping="exact"`` (default) places the lanes of all waves at
+   once with the least total P2P time (:func:`~sgl.systems.data.spindle_map.exact_mapping`, a
+   linearised quadratic-assignment MILP; instances too large for it keep the greedy rule, and
+   ``SpindlePlanner.mapping_used`` says which was used), ``"p2p"`` is that greedy rule (lanes by incoming
+   megabytes, each to the free block with the least P2P time,
+   :class:`~sgl.systems.data.spindle_sim.LinkModel`), ``"first_fit"`` the lowest free block;
 4. schedule: operators issued wave by wave and replayed without barriers
    (:func:`~sgl.systems.data.spindle_sim.replay`), checked by :func:`validate_schedule`.
 
@@ -34,12 +37,13 @@ from sgl._checks import check_choice, check_int
 from sgl.errors import PlanError
 from sgl.systems.data.spindle_alloc import WaveAllocation, pack_wave
 from sgl.systems.data.spindle_dag import TaskDAG
+from sgl.systems.data.spindle_map import exact_mapping, mapping_cost
 from sgl.systems.data.spindle_sim import LinkModel, Schedule, replay, validate_schedule
 
 __all__ = ["SpindleConfig", "SpindleResult", "SpindlePlanner", "big_pipeline", "even_split", "spindle_lower_bound",
            "compare_baselines"]
 
-MAPPINGS = ("p2p", "first_fit")
+MAPPINGS = ("exact", "p2p", "first_fit")
 
 
 @dataclass
@@ -50,7 +54,7 @@ class SpindleConfig:
     devices_per_node: int = 8
     intra_gbps: float = 150.0
     inter_gbps: float = 12.5
-    mapping: str = "p2p"
+    mapping: str = "exact"
     grid: int = 48
 
     def __post_init__(self) -> None:
@@ -114,6 +118,7 @@ class SpindlePlanner:
         if not isinstance(dag, TaskDAG):
             raise PlanError(f"SpindlePlanner needs a TaskDAG; got {type(dag).__name__}")
         self.dag, self.config = dag, config
+        self.mapping_used = ""  # "exact" where the MILP mapped every lane, else "greedy" / "first_fit"
         for op in dag.ops:
             if op.curve.min_gpus > config.devices:
                 raise PlanError(f"operator {op.name!r} needs at least {op.curve.min_gpus} GPUs; the cluster has "
@@ -136,15 +141,15 @@ class SpindlePlanner:
             def incoming(lane) -> float:
                 return sum(dag.ops[p].out_mb for k in lane.ops for p in dag.preds[ops[k]])
 
+            def cost(lane, block: Tuple[int, ...]) -> float:
+                return sum(link.p2p(dag.ops[p].out_mb, placed[p], block) for k in lane.ops for p in dag.preds[ops[k]])
+
             for lane in sorted(alloc.lanes, key=lambda ln: (-incoming(ln), -ln.width)):
                 blocks = _blocks(lane.width, free, link.devices_per_node)
                 if not blocks:
                     raise PlanError(f"internal: no {lane.width} free devices in a wave using {alloc.gpus}")
-                if cfg.mapping == "p2p":
-                    def cost(block: Tuple[int, ...]) -> float:
-                        return sum(link.p2p(dag.ops[p].out_mb, placed[p], block)
-                                   for k in lane.ops for p in dag.preds[ops[k]])
-                    block = min(blocks, key=lambda b: (cost(b), b[0]))
+                if cfg.mapping != "first_fit":
+                    block = min(blocks, key=lambda b: (cost(lane, b), b[0]))
                 else:
                     block = blocks[0]
                 for d in block:
@@ -152,7 +157,33 @@ class SpindlePlanner:
                 for k in lane.ops:
                     placed[ops[k]] = block
                     order.append(ops[k])
+        self.mapping_used = "first_fit" if cfg.mapping == "first_fit" else "greedy"
+        if cfg.mapping == "exact":
+            self._exact(waves, placed)
         return placed, order
+
+    def _exact(self, waves: List[Tuple[List[int], WaveAllocation]], placed: Dict[int, Tuple[int, ...]]) -> None:
+        """Replace the greedy blocks in ``placed`` by the exact MILP's where it is small enough and not worse."""
+        dag, link = self.dag, self.config.link
+        lane_of, widths, wave_of, current = {}, [], [], []
+        for w, (ops, alloc) in enumerate(waves):
+            for lane in alloc.lanes:
+                for k in lane.ops:
+                    lane_of[ops[k]] = len(widths)
+                widths.append(lane.width)
+                wave_of.append(w)
+                current.append(placed[ops[lane.ops[0]]] if lane.ops else tuple(range(lane.width)))
+        edges: Dict[Tuple[int, int], List[float]] = {}
+        for v, op in enumerate(dag.ops):
+            for p in dag.preds[v]:
+                if dag.ops[p].out_mb > 0:
+                    edges.setdefault((lane_of[p], lane_of[v]), []).append(dag.ops[p].out_mb)
+        blocks, cost = exact_mapping(widths, wave_of, edges, self.config.devices, link)
+        greedy = mapping_cost(current, edges, link)
+        if blocks is not None and cost <= greedy:
+            for v, u in lane_of.items():
+                placed[v] = blocks[u]
+            self.mapping_used = "exact"
 
     def plan(self) -> SpindleResult:
         waves = self.allocate()
@@ -195,13 +226,20 @@ def even_split(dag: TaskDAG, devices: int, link: Optional[LinkModel] = None) -> 
 
 
 def compare_baselines(dag: TaskDAG, config: SpindleConfig) -> Dict[str, Any]:
-    """Spindle's makespan (both mappings) vs the two baselines, with speed-ups ``1 - spindle/baseline``."""
-    result = SpindlePlanner(dag, config).plan()
-    first_fit = SpindlePlanner(dag, SpindleConfig(config.devices, config.devices_per_node, config.intra_gbps,
-                                                  config.inter_gbps, "first_fit", config.grid)).plan()
-    rows = {"spindle": result.makespan, "spindle_first_fit": first_fit.makespan,
+    """Spindle's makespan (every mapping) vs the two baselines, with speed-ups ``1 - spindle/baseline``."""
+    planner = SpindlePlanner(dag, config)
+    result = planner.plan()
+    other = {m: SpindlePlanner(dag, SpindleConfig(config.devices, config.devices_per_node, config.intra_gbps,
+                                                  config.inter_gbps, m, config.grid)).plan()
+             for m in MAPPINGS if m != config.mapping}
+    other[config.mapping] = result
+    first_fit = other["first_fit"]
+    rows = {"spindle": result.makespan, "spindle_first_fit": first_fit.makespan, "mapping": config.mapping,
+            "mapping_used": planner.mapping_used, "waves": len(result.waves),
             "barrier": result.barrier_makespan, "lower_bound": result.lower_bound,
             "p2p_seconds": result.schedule.p2p_seconds, "p2p_seconds_first_fit": first_fit.schedule.p2p_seconds,
+            "p2p_seconds_by_mapping": {m: r.schedule.p2p_seconds for m, r in other.items()},
+            "makespan_by_mapping": {m: r.makespan for m, r in other.items()},
             "big_pipeline": big_pipeline(dag, config.devices, config.link).makespan}
     try:
         rows["even_split"] = even_split(dag, config.devices, config.link).makespan

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from sgl.errors import PlanError
-from sgl.systems.data.lobra import (bucketize_lengths, dispatch, homogeneous_replicas, plan_replicas, simulate)
+from sgl.systems.data.lobra import (_greedy_counts, bucketize_lengths, dispatch, homogeneous_replicas, plan_replicas,
+                                    simulate)
 from sgl.systems.seq import SeqStrategy, StrategyCost, hydraulis_pool, read_lengths
 
 
@@ -16,7 +17,7 @@ def _pool():
             StrategyCost(SeqStrategy(tp=4, pp=1), 1e-6, 0.05, 50.0, 4000)]
 
 
-def _brute_force(pool, devices, lengths, counts):
+def _brute_force(pool, devices, lengths, counts, tokens=False):
     best = math.inf
     sequences = [b for b, n in enumerate(counts) for _ in range(n)]
     for x0 in range(devices // pool[0].devices + 1):
@@ -39,7 +40,11 @@ def _brute_force(pool, devices, lengths, counts):
                     p = pool[s]
                     per = [max(1, p.capacity // length) for length in lengths]
                     seq = [p.a * length ** 2 + p.b * length for length in lengths]
-                    t = sum(n * seq[b] + p.c * math.ceil(n / per[b]) for b, n in enumerate(load[slot]))
+                    if tokens:  # one micro-batch count per replica, by tokens across buckets
+                        t = sum(n * seq[b] for b, n in enumerate(load[slot])) + \
+                            p.c * math.ceil(sum(n * lengths[b] for b, n in enumerate(load[slot])) / p.capacity)
+                    else:
+                        t = sum(n * seq[b] + p.c * math.ceil(n / per[b]) for b, n in enumerate(load[slot]))
                     bubble = max([min(per[b], counts[b]) * seq[b] + p.c for b, n in enumerate(load[slot]) if n],
                                  default=0.0)  # the largest micro-batch a bucket can fill
                     worst = max(worst, t + (p.pp - 1) * bubble)
@@ -56,6 +61,37 @@ def test_static_milp_equals_brute_force(counts):
     assert plan.time_ms == pytest.approx(_brute_force(pool, 4, lengths, counts), rel=1e-3)
     dispatched = sum(v for v in plan.dispatch.values())
     assert dispatched.tolist() == list(counts)
+
+
+@pytest.mark.parametrize("counts", [(3, 1), (4, 2), (0, 3)])
+def test_token_microbatch_milp_equals_brute_force(counts):
+    pool, lengths = _pool(), [300, 1500]
+    plan = plan_replicas(pool, 4, lengths, list(counts), microbatch="tokens")
+    assert plan.status == "optimal"
+    assert plan.time_ms == pytest.approx(_brute_force(pool, 4, lengths, counts, tokens=True), rel=1e-3)
+    with pytest.raises(PlanError, match="microbatch must be one of"):
+        plan_replicas(pool, 4, lengths, list(counts), microbatch="tokenz")
+
+
+def test_token_dispatch_places_every_sequence_and_is_never_slower():
+    pool = hydraulis_pool(8)
+    rng = np.random.default_rng(1)
+    bounds = [64, 256, 1024, 2566]
+    steps = [np.concatenate([rng.integers(1, 60, 100), rng.integers(100, 900, 12), rng.integers(1500, 2500, 2)])
+             for _ in range(2)]
+    tp4 = next(i for i, p in enumerate(pool) if p.label.startswith("tp4-pp1"))
+    tp2 = next(i for i, p in enumerate(pool) if p.label.startswith("tp2-pp2"))
+    replicas = {tp4: 1, tp2: 1}
+    for lengths in steps:
+        work = dispatch(pool, replicas, lengths, bounds, microbatch="tokens")
+        placed = sorted(x for batches in work.values() for mb in batches for x in mb)
+        assert placed == sorted(lengths.tolist())
+        for (s, _), batches in work.items():
+            assert all(sum(mb) <= pool[s].capacity for mb in batches)
+    per_bucket = simulate(pool, replicas, steps, bounds, repack=False)["gpu_seconds"]
+    repacked = simulate(pool, replicas, steps, bounds)["gpu_seconds"]
+    tokens = simulate(pool, replicas, steps, bounds, microbatch="tokens")["gpu_seconds"]
+    assert repacked <= per_bucket and tokens < per_bucket  # remainders of several buckets share micro-batches
 
 
 def test_dispatch_respects_capacity_and_places_every_sequence():
@@ -91,3 +127,14 @@ def test_replay_on_real_lengths_beats_or_matches_one_scheme(data_path):
     base = simulate(pool, homogeneous_replicas(pool, 16, 8000), steps, bounds)
     assert ours["devices"] == base["devices"] == 16
     assert ours["gpu_seconds"] <= base["gpu_seconds"] * 1.05
+
+
+def test_greedy_fallback_dispatch_places_every_sequence_where_it_fits():
+    pool = _pool()
+    lengths = np.array([3500, 600, 650, 100, 120, 90, 2000])
+    bucket, bounds = bucketize_lengths(lengths, [128, 700, 4000])
+    counts = _greedy_counts(pool, {0: 2, 1: 1}, lengths, bucket, bounds.size)
+    assert sum(c for c in counts.values()).tolist() == np.bincount(bucket, minlength=3).tolist()
+    assert counts[(0, 0)][2] == counts[(0, 1)][2] == 0  # the 700-token scheme never gets the long bucket
+    with pytest.raises(PlanError, match="fits no replica"):
+        _greedy_counts(pool, {0: 1}, lengths, bucket, bounds.size)
