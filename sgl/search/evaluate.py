@@ -70,6 +70,18 @@ class _ReportingTrainer(Trainer):
         return logits
 
 
+def inference_latencies(trainer: Any, model: Any, features: Any, graph: Any, device: Any, repeats: int) -> list:
+    """Wall-clock seconds of ``repeats`` full-graph inferences (synchronised on CUDA)."""
+    latencies = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        trainer.predict_all(model, features, graph, device)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        latencies.append(time.perf_counter() - start)
+    return latencies
+
+
 class DesignEvaluator:
     """Builds, trains and measures designs of ``space`` on ``graph``.
 
@@ -112,13 +124,7 @@ class DesignEvaluator:
             features = NodeFeatures(hops) if model.message_op.learnable else NodeFeatures(model.message_op(hops))
             precompute_s += time.perf_counter() - start
             result = trainer.fit(model, features, self.graph, seed=seed)
-            latencies = []
-            for _ in range(self.latency_repeats):
-                start = time.perf_counter()
-                trainer.predict_all(model, features, self.graph, device)
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                latencies.append(time.perf_counter() - start)
+            latencies = inference_latencies(trainer, model, features, self.graph, device, self.latency_repeats)
         return {
             "accuracy": float(result["val_acc"]),
             "epoch_time": result["train_time_s"] / result["epochs_run"],

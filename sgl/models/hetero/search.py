@@ -24,8 +24,6 @@ import time
 from dataclasses import replace
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
-import torch
-
 from sgl._checks import check_int, check_probability, with_message
 from sgl.errors import ConfigError
 
@@ -212,6 +210,7 @@ class HeteroDesignEvaluator:
     def evaluate(self, design: Mapping[str, Any], seed: int = 0, on_epoch: Any = None) -> Dict[str, float]:
         from sgl.device import get_device
         from sgl.search.evaluate import _ReportingTrainer
+        from sgl.search.evaluate import inference_latencies
         from sgl.search.objectives import MemoryMeter
         from sgl.tasks import Trainer
 
@@ -222,13 +221,7 @@ class HeteroDesignEvaluator:
             model = self.build(design)
             features, precompute_s = self._features(design, model)
             result = trainer.fit(model, features, self.graph, seed=seed)
-            latencies = []
-            for _ in range(self.latency_repeats):
-                start = time.perf_counter()
-                trainer.predict_all(model, features, self.graph, device)
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                latencies.append(time.perf_counter() - start)
+            latencies = inference_latencies(trainer, model, features, self.graph, device, self.latency_repeats)
         return {
             "accuracy": float(result["val_acc"]),
             "epoch_time": result["train_time_s"] / max(result["epochs_run"], 1),
