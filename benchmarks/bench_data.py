@@ -214,19 +214,13 @@ def bench_spindle(devices_list=(8, 16, 32, 64)) -> dict:
 def mapping_vs_greedy(trials: int = 40, seed: int = 3) -> dict:
     """Greedy vs exact device mapping (total P2P s) on small random DAGs: 4 GPUs (2 per node) and 8 (4 per node)."""
     from sgl.systems.data.spindle import SpindleConfig, SpindlePlanner
-    from sgl.systems.data.spindle_dag import ScalingCurve, SpindleOp, TaskDAG
+    from sgl.systems.data.spindle_dag import random_dag
 
     rng = np.random.default_rng(seed)
     ratios, equal, cases, used = [], 0, 0, set()
     for _ in range(trials):
         for devices, per_node in ((4, 2), (8, 4)):
-            ops = []
-            for i in range(int(rng.integers(3, 7))):
-                deps = tuple(f"o{j}" for j in range(i) if rng.random() < 0.5)
-                curve = ScalingCurve.amdahl(float(rng.uniform(0.5, 3.0)), float(rng.uniform(0.05, 0.4)), 0.0,
-                                            tuple(g for g in (1, 2, 4) if g <= devices))
-                ops.append(SpindleOp(f"o{i}", f"t{i % 2}", curve, deps, float(rng.uniform(50, 800))))
-            dag = TaskDAG(ops)
+            dag = random_dag(rng, devices)
             planner = SpindlePlanner(dag, SpindleConfig(devices=devices, devices_per_node=per_node))
             exact = planner.plan().schedule.p2p_seconds
             used.add(planner.mapping_used)

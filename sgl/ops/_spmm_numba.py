@@ -68,12 +68,25 @@ def _f32_to_half(typingctx, value):
     return types.int16(types.float32), codegen
 
 
-def _load(a, j, c):  # pragma: no cover - replaced by the overload below
-    raise NotImplementedError
+def _load(a, j, c):
+    """``a[j, c]`` widened to float32 (16-bit bfloat16/float16 bits decoded). This Python body is
+    the reference meaning; compiled code uses the overload below."""
+    v = a[j, c]
+    if a.dtype == np.uint16:
+        return np.array([np.uint32(v) << np.uint32(16)], dtype=np.uint32).view(np.float32)[0]
+    if a.dtype == np.int16:
+        return np.float32(np.array([v], dtype=np.int16).view(np.float16)[0])
+    return v
 
 
-def _store(a, i, c, v):  # pragma: no cover - replaced by the overload below
-    raise NotImplementedError
+def _store(a, i, c, v):
+    """``a[i, c] = v`` rounded to nearest even into 16-bit storage (reference meaning, as ``_load``)."""
+    if a.dtype == np.uint16:
+        a[i, c] = torch.tensor([float(v)], dtype=torch.float32).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)[0]
+    elif a.dtype == np.int16:
+        a[i, c] = np.array([v], dtype=np.float16).view(np.int16)[0]
+    else:
+        a[i, c] = v
 
 
 @overload(_load, inline="always")

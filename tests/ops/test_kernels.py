@@ -171,3 +171,19 @@ def test_metis_order_makes_parts_contiguous_and_shrinks_the_gap_of_a_shuffled_gr
     assert torch.equal(rcm_order(graph, "metis", parts=1), torch.arange(graph.num_nodes))
     hops, ref = propagate_hops(moved, k=1), propagate_hops(graph, k=1)
     assert torch.allclose(hops[1], ref[1][perm], rtol=1e-5, atol=1e-6)
+
+
+def test_reference_load_store_match_torch_half_conversions():
+    import numpy as np
+
+    from sgl.ops._spmm_numba import _load, _store
+    x = torch.tensor([[1.7, -3.14159, 65504.0, 1e-3]])
+    bf16 = x.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    f16 = x.numpy().astype(np.float16).view(np.int16)
+    out_b, out_h = np.zeros_like(bf16), np.zeros_like(f16)
+    for c in range(x.shape[1]):
+        assert _load(bf16, 0, c) == float(x.to(torch.bfloat16)[0, c])
+        assert _load(f16, 0, c) == np.float32(x.numpy().astype(np.float16)[0, c])
+        _store(out_b, 0, c, float(x[0, c]))
+        _store(out_h, 0, c, float(x[0, c]))
+    assert np.array_equal(out_b, bf16) and np.array_equal(out_h, f16)

@@ -39,7 +39,7 @@ import numpy as np
 from sgl._checks import check_int, check_real
 from sgl.errors import PlanError
 
-__all__ = ["ScalingCurve", "SpindleOp", "TaskDAG", "load_dag", "mtmm_dag"]
+__all__ = ["ScalingCurve", "SpindleOp", "TaskDAG", "load_dag", "mtmm_dag", "random_dag"]
 
 
 @dataclass(frozen=True)
@@ -285,4 +285,15 @@ def mtmm_dag(tasks: Sequence[Tuple[str, Sequence[str], float]] = (
                              tuple(encs), out_mb=64.0, modality="llm"))
         ops.append(SpindleOp(f"{name}.head", name, ScalingCurve.amdahl(head_work, 0.3, 0.002, gpus[:3]),
                              (f"{name}.llm",), out_mb=0.0, modality="head"))
+    return TaskDAG(ops)
+
+
+def random_dag(rng, devices: int) -> "TaskDAG":
+    """A small random DAG (3–6 operators, Amdahl curves on 1/2/4 GPUs, two tasks) for mapping checks."""
+    ops = []
+    for i in range(int(rng.integers(3, 7))):
+        deps = tuple(f"o{j}" for j in range(i) if rng.random() < 0.5)
+        curve = ScalingCurve.amdahl(float(rng.uniform(0.5, 3.0)), float(rng.uniform(0.05, 0.4)), 0.0,
+                                    tuple(g for g in (1, 2, 4) if g <= devices))
+        ops.append(SpindleOp(f"o{i}", f"t{i % 2}", curve, deps, float(rng.uniform(50, 800))))
     return TaskDAG(ops)

@@ -201,17 +201,9 @@ class SurvivorPlanSearcher(PlanSearcher):
                         out.append(Strategy(pp, tp, dp, sdp, consec, ck))
         return out
 
-    def tasks(self):
-        from sgl.systems.parallel.search import _Task
-
-        out = []
-        for pp in self._pps:
-            for b in sorted(set(self.config.batch_sizes)):
-                for chunks in powers_of_two(min(b, self.config.max_chunks)):
-                    if b % chunks or (pp > 1 and chunks < pp):
-                        continue
-                    out.append(_Task(pp, b, chunks))
-        return out
+    def pipeline_degrees(self):
+        """Every pipeline degree dividing the surviving device count (not only powers of two)."""
+        return list(self._pps)
 
     def search_executable(self, memory_gb: Optional[float] = None):
         """Best plan with one TP degree on every layer (a search per degree, the fastest kept)."""

@@ -119,10 +119,13 @@ class PlanSearcher:
         return enumerate_strategies(self.cluster, pp, space=space or c.space, ckpt=c.ckpt, max_tp=max_tp,
                                     sp_modes=sp_modes, tp_consec_choices=c.tp_consec_choices)
 
+    def pipeline_degrees(self) -> List[int]:
+        """The pipeline degrees searched (powers of two up to the cluster/model limit; 1 for OSDP)."""
+        return [1] if self.config.mode == "osdp" else powers_of_two(self._max_pp)
+
     def tasks(self) -> List[_Task]:
         out = []
-        pps = [1] if self.config.mode == "osdp" else powers_of_two(self._max_pp)
-        for pp in pps:
+        for pp in self.pipeline_degrees():
             for b in sorted(set(self.config.batch_sizes)):
                 for chunks in powers_of_two(min(b, self.config.max_chunks)):
                     if b % chunks or (pp > 1 and chunks < pp):

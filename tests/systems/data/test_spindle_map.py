@@ -6,7 +6,7 @@ import pytest
 
 from sgl.errors import PlanError
 from sgl.systems.data.spindle import SpindleConfig, SpindlePlanner
-from sgl.systems.data.spindle_dag import ScalingCurve, SpindleOp, TaskDAG, mtmm_dag
+from sgl.systems.data.spindle_dag import mtmm_dag, random_dag
 from sgl.systems.data.spindle_map import candidate_blocks, exact_mapping, mapping_cost
 from sgl.systems.data.spindle_sim import LinkModel
 
@@ -67,21 +67,11 @@ def test_exact_mapping_limits_and_errors():
         exact_mapping([1, 1], [0], {}, 4, link)
 
 
-def _tiny_dag(rng, devices):
-    ops = []
-    for i in range(int(rng.integers(3, 7))):
-        deps = tuple(f"o{j}" for j in range(i) if rng.random() < 0.5)
-        curve = ScalingCurve.amdahl(float(rng.uniform(0.5, 3.0)), float(rng.uniform(0.05, 0.4)), 0.0,
-                                    tuple(g for g in (1, 2, 4) if g <= devices))
-        ops.append(SpindleOp(f"o{i}", f"t{i % 2}", curve, deps, float(rng.uniform(50, 800))))
-    return TaskDAG(ops)
-
-
 def test_planner_uses_the_exact_mapping_and_it_is_never_worse_than_greedy():
     rng = np.random.default_rng(3)
     equal = 0
     for trial in range(10):
-        dag = _tiny_dag(rng, 4)
+        dag = random_dag(rng, 4)
         exact = SpindlePlanner(dag, SpindleConfig(devices=4, devices_per_node=2))
         result = exact.plan()
         greedy = SpindlePlanner(dag, SpindleConfig(devices=4, devices_per_node=2, mapping="p2p")).plan()

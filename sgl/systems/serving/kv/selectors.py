@@ -76,8 +76,10 @@ class KVSelector:
         self.state[layer] = {"prompt_len": key.shape[2]}
 
     def middle_scores(self, layer: int, q: torch.Tensor, key: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
-        """Scores ``[B, Hkv, hi - lo]`` of the middle tokens (higher = keep)."""
-        raise NotImplementedError
+        """Scores ``[B, Hkv, hi - lo]`` of the middle tokens (higher = keep); default: the exact
+        group-summed softmax attention (the oracle, :class:`ExactTopK`)."""
+        logits = torch.einsum("bhgd,bhtd->bhgt", q.float(), key[:, :, lo:hi].float())
+        return group_softmax_scores(logits / math.sqrt(q.shape[-1]))
 
     def observe(self, layer: int, mask: torch.Tensor, probs: torch.Tensor) -> None:
         """Attention ``probs [B, Hkv, T]`` (summed over a group) the step put on its tokens."""
@@ -106,10 +108,6 @@ class ExactTopK(KVSelector):
     """The oracle: exact top-k of the group-summed softmax attention over the middle tokens."""
 
     name = "exact"
-
-    def middle_scores(self, layer, q, key, lo, hi):
-        logits = torch.einsum("bhgd,bhtd->bhgt", q.float(), key[:, :, lo:hi].float())
-        return group_softmax_scores(logits / math.sqrt(q.shape[-1]))
 
 
 class PQCacheSelector(KVSelector):
