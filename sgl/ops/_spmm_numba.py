@@ -121,19 +121,27 @@ def _store_impl(a, i, c, v):
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath={"contract"})
-def spmm(bounds, indptr, indices, values, loop, x, out, c0, c1, prefetch):  # pragma: no cover - compiled
+def spmm(bounds, indptr, indices, values, loop, x, out, c0, c1, prefetch, lines, step):  # pragma: no cover - compiled
     """``out[i, c0:c1] = sum_e values[e] * x[indices[e], c0:c1] + loop[i] * x[i, c0:c1]``.
 
-    Column and row indices are unsigned so numba drops its negative-index wraparound
-    checks, which otherwise keep LLVM from vectorising the column loop (measured 3x slower).
+    Prefetching runs on the block's edge stream, not per row: while edge ``p`` is summed,
+    the source row of edge ``p + prefetch`` is requested, whichever row it belongs to (with
+    ~10 edges per row a per-row window leaves most edges unprefetched), and every one of
+    its cache lines (``lines`` prefetches ``step`` elements apart, the last clamped to the
+    row's end), not only the first. Column and row indices are unsigned so numba drops its
+    negative-index wraparound checks, which otherwise keep LLVM from vectorising the
+    column loop (measured 3x slower).
     """
     width = c1 - c0
     u0 = np.uint64(c0)
     d = np.uint64(x.shape[1])
+    last_col = np.uint64(width - 1)
+    ustep = np.uint64(step)
     flat = x.reshape(-1)
     has_loop = loop.size > 0
     for b in prange(bounds.size - 1):
         acc = np.empty(width, dtype=values.dtype)
+        stop = indptr[bounds[b + 1]]
         for i in range(bounds[b], bounds[b + 1]):
             ui = np.uint64(i)
             for c in range(width):
@@ -141,8 +149,10 @@ def spmm(bounds, indptr, indices, values, loop, x, out, c0, c1, prefetch):  # pr
             start = indptr[i]
             end = indptr[i + 1]
             for p in range(start, end):
-                if prefetch > 0 and p + prefetch < end:
-                    _prefetch(flat, np.uint64(indices[p + prefetch]) * d + u0)
+                if prefetch > 0 and p + prefetch < stop:
+                    base = np.uint64(indices[p + prefetch]) * d + u0
+                    for line in range(lines):
+                        _prefetch(flat, base + min(np.uint64(line) * ustep, last_col))
                 j = np.uint64(indices[p])
                 w = values[p]
                 for c in range(width):
@@ -153,6 +163,25 @@ def spmm(bounds, indptr, indices, values, loop, x, out, c0, c1, prefetch):  # pr
                     acc[c] += w * _load(x, ui, u0 + np.uint64(c))
             for c in range(width):
                 _store(out, ui, u0 + np.uint64(c), acc[c])
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def edge_values(bounds, indptr, indices, left, right, weights, scale, out):  # pragma: no cover - compiled
+    """``out[e] = right[indices[e]] * left[i]`` (``* weights[e]`` when given, ``* scale[0]`` when
+    ``scale`` is non-empty), rounded after each product in this order, the order of the torch
+    expression it replaces, so the values are bit-identical."""
+    has_w = weights.size > 0
+    has_s = scale.size > 0
+    for b in prange(bounds.size - 1):
+        for i in range(bounds[b], bounds[b + 1]):
+            li = left[i]
+            for e in range(indptr[i], indptr[i + 1]):
+                v = right[np.uint64(indices[e])] * li
+                if has_w:
+                    v = v * weights[e]
+                if has_s:
+                    v = v * scale[0]
+                out[e] = v
 
 
 def set_threads(threads: Optional[int]) -> int:
