@@ -9,10 +9,13 @@ Parts (``--part``, default all that are built):
   Timings are wall-clock on whatever machine runs it.
 * ``lobra`` — LobRA's static replica MILP + per-step dispatch vs the best homogeneous scheme on
   all GPUs, replaying three mixes of three tasks' real length distributions (FlexSP's Wikipedia lengths, WikiText-2
-  sections, SST-2 sentences) through the sequence module's Hydraulis 7B/A100 cost model
+  sections, SST-2 sentences) through the sequence module's Hydraulis 7B/A100 cost model with
+  LoRA capacities (``--lobra-pool lora``, default; ``full`` = full fine-tuning capacities)
   (modelled GPU-seconds, not timings), beside the any-plan lower bound (perfect balance, every
-  sequence on its cheapest scheme, no bubbles), the ceiling it gives and the best static replica
-  set in hindsight; token-packed and per-bucket micro-batches.
+  sequence on its cheapest scheme, no bubbles), the ceiling it gives, the best static replica
+  set in hindsight and the static-plan LP bound (any static replica set, any dispatch);
+  token-packed and per-bucket micro-batches; ``--devices 16,32,64`` (sequences per step scaled
+  with the GPUs unless ``--lobra-fixed-batch``).
 * ``spindle`` — Spindle's wavefront plan vs one big pipeline and an even split per task on a
   synthetic 4-task multi-modal DAG, 8–64 GPUs (modelled seconds from the operators' curves);
   P2P seconds of the exact, greedy and first-fit device mappings, and greedy vs exact on small
@@ -145,43 +148,58 @@ def bench_lm(root: str, args) -> list:
     return rows
 
 
-def bench_lobra(root: str, steps: int, devices: int, search: int = 64, microbatches=("tokens", "bucket")) -> dict:
+def bench_lobra(root: str, steps: int, devices: int, search: int = 64, microbatches=("tokens", "bucket"),
+                pool_kind: str = "lora", rank: int = 16, bound_sets: int = 256, scale_batch: bool = True) -> dict:
     from sgl.systems.data import wikitext2_sections
+    from sgl.systems.data.lobra_pool import lobra_pool
     from sgl.systems.data.lobra_study import lobra_compare
-    from sgl.systems.seq import hydraulis_pool, read_lengths
+    from sgl.systems.seq import read_lengths
     from sgl.systems.text import load_sst2
 
-    pool = hydraulis_pool(devices)
     tasks = {"wikipedia": read_lengths(Path(root) / "seqlen" / "wikipedia.txt"),
              "wikitext2": np.array([len(t.split()) for t in wikitext2_sections(root, "train")[0]]),
              "sst2": np.array([max(1, len(t.split())) for t in load_sst2(root, "train")[0]])}
-    mixes = {"long-heavy": {"wikipedia": 16, "wikitext2": 16, "sst2": 64},
-             "short-heavy": {"wikipedia": 4, "wikitext2": 16, "sst2": 256},
-             "mostly-short": {"wikipedia": 1, "wikitext2": 8, "sst2": 512}}
-    print(f"\nLobRA on {devices} GPUs (Hydraulis 7B A100-40GB pool, modelled), {steps} replayed steps per mix; "
+    pool = lobra_pool(pool_kind, devices, rank=rank, adapters=len(tasks))
+    scale = max(1, devices // 16) if scale_batch else 1  # the same sequences per GPU on a larger cluster
+    mixes = {name: {k: n * scale for k, n in mix.items()} for name, mix in
+             {"long-heavy": {"wikipedia": 16, "wikitext2": 16, "sst2": 64},
+              "short-heavy": {"wikipedia": 4, "wikitext2": 16, "sst2": 256},
+              "mostly-short": {"wikipedia": 1, "wikitext2": 8, "sst2": 512}}.items()}
+    memory = (f"LoRA memory model: frozen bf16 base, {len(tasks)} rank-{rank} adapters" if pool_kind == "lora"
+              else "full fine-tuning memory model")
+    print(f"\nLobRA on {devices} GPUs (Hydraulis 7B A100-40GB schemes, {memory}; profiled full fine-tuning times; "
+          f"modelled), {steps} replayed steps per mix; "
           "lengths: FlexSP Wikipedia tokens, WikiText-2 sections and SST-2 sentences in words. Static plan chosen on "
           f"3 calibration steps of another seed among the MILP's candidates and every replica set (search {search}); "
           "micro-batches per bucket (LobRA's dispatcher) or token-packed (first-fit decreasing across buckets). "
           "Lower bound: no plan on this cost model can cost fewer GPU-seconds on these steps (perfect balance, "
           "cheapest scheme per sequence, no bubbles); ceiling = 1 - bound / homogeneous; oracle = the best static "
-          "replica set in hindsight (all sets replayed on the replayed steps)\n")
+          "replica set in hindsight (all sets replayed on the replayed steps); static LP = the fewest GPU-seconds "
+          f"any static replica set with any dispatch can take (per-set LPs when at most {bound_sets} sets, else "
+          "real-valued replica counts), static ceiling = 1 - static LP / homogeneous\n")
     print("| mix (sequences per step) | micro-batches | homogeneous | GPU-s | LobRA replicas | GPU-s | saved | "
-          "oracle static GPU-s | lower bound GPU-s | ceiling | LobRA share of ceiling |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|")
+          "oracle static GPU-s | lower bound GPU-s | ceiling | static LP GPU-s | static ceiling |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|")
     out = {}
     for name, mix in mixes.items():
         for microbatch in microbatches:
-            r = lobra_compare(pool, devices, tasks, mix, steps, microbatch=microbatch, search=search)
+            started = time.perf_counter()
+            r = lobra_compare(pool, devices, tasks, mix, steps, microbatch=microbatch, search=search,
+                              bound_sets=bound_sets)
+            r["seconds"] = time.perf_counter() - started
             out[f"{name}/{microbatch}"] = r
-            oracle = r["oracle_static"]
+            oracle, static = r["oracle_static"], r["static_bound"]
+            lp = static["gpu_seconds"] if static["gpu_seconds"] is not None else static["continuous_gpu_seconds"]
             print(f"| {name} ({', '.join(f'{n} {k}' for k, n in mix.items())}) | {microbatch} | "
                   f"{r['homogeneous']['replicas']} | {r['homogeneous']['gpu_seconds']:.1f} | "
                   f"{r['lobra']['replicas']} | "
                   f"{r['lobra']['gpu_seconds']:.1f} | {100 * r['saving']:.1f} % | "
                   f"{'–' if oracle is None else format(oracle['gpu_seconds'], '.1f')} | "
                   f"{r['lower_bound_gpu_seconds']:.1f} | {100 * r['ceiling']:.1f} % | "
-                  f"{100 * r['share_of_ceiling']:.0f} % |", flush=True)
+                  f"{lp:.1f}{'' if static['gpu_seconds'] is not None else ' (real counts)'} | "
+                  f"{100 * r['static_ceiling']:.1f} % |", flush=True)
             assert r["lower_bound_gpu_seconds"] <= min(r["lobra"]["gpu_seconds"], r["homogeneous"]["gpu_seconds"])
+            assert lp <= r["lobra"]["gpu_seconds"] * (1 + 1e-9)
     return out
 
 
@@ -244,7 +262,14 @@ def main() -> None:
     parser.add_argument("--lobra-search", type=int, default=64,
                         help="replica sets tried exhaustively when at most this many")
     parser.add_argument("--lobra-microbatch", default="tokens,bucket", help="micro-batch models to compare")
-    parser.add_argument("--devices", type=int, default=16)
+    parser.add_argument("--lobra-pool", default="lora", choices=("lora", "full"),
+                        help="scheme capacities: LoRA on a frozen base (LobRA's setting) or full fine-tuning")
+    parser.add_argument("--lobra-rank", type=int, default=16, help="LoRA rank of the memory model")
+    parser.add_argument("--lobra-bound-sets", type=int, default=256,
+                        help="static LP bound per replica set when there are at most this many")
+    parser.add_argument("--lobra-fixed-batch", action="store_true",
+                        help="keep 16 GPUs' sequences per step on larger clusters (default: scale with --devices)")
+    parser.add_argument("--devices", default="16", help="lobra part: GPUs, comma-separated (e.g. 16,32,64)")
     parser.add_argument("--window", type=int, default=2048, help="pack part: tokens (words) per window")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--window-lm", type=int, default=1024, help="lm part: BPE tokens per context")
@@ -283,8 +308,10 @@ def main() -> None:
     if args.part in ("all", "lm"):
         out["lm"] = bench_lm(args.root, args)
     if args.part in ("all", "lobra"):
-        out["lobra"] = bench_lobra(args.root, args.lobra_steps, args.devices, args.lobra_search,
-                                   args.lobra_microbatch.split(","))
+        out["lobra"] = {n: bench_lobra(args.root, args.lobra_steps, int(n), args.lobra_search,
+                                       args.lobra_microbatch.split(","), args.lobra_pool, args.lobra_rank,
+                                       args.lobra_bound_sets, not args.lobra_fixed_batch)
+                        for n in args.devices.split(",")}
     if args.part in ("all", "spindle"):
         out["spindle"] = bench_spindle()
     if args.json:

@@ -1,13 +1,16 @@
 """``sgl plan lora`` and ``sgl plan spindle``: multi-tenant LoRA replicas and multi-task wavefront schedules.
 
     sgl plan lora --devices 16 --task wiki=../shared/datasets/seqlen/wikipedia.txt:16 \\
-        --task chat=chat_lengths.txt:64 [--steps 10] [--boundaries 64,128,...] [--seed 0] [--out plan.json]
+        --task chat=chat_lengths.txt:64 [--steps 10] [--boundaries 64,128,...] [--pool lora|full] [--rank 16] \\
+        [--seed 0] [--out plan.json]
     sgl plan spindle --dag dag.json --devices 16 [--devices-per-node 8] [--mapping exact|p2p|first_fit] [--out s.json]
     sgl plan spindle --dag builtin:mtmm --devices 32
 
 ``lora`` samples ``--steps`` joint batches (``COUNT`` sequences of each task per step) from the
-tasks' length lists, plans LobRA replicas (HiGHS MILP over the Hydraulis 7B/A100 scheme pool)
-with per-step dispatch, and prints modelled GPU-seconds against one homogeneous scheme.
+tasks' length lists, plans LobRA replicas (HiGHS MILP over the Hydraulis 7B/A100 schemes; their
+capacities from a LoRA memory model, frozen bf16 base and one adapter per task, ``--pool lora``,
+or from full fine-tuning, ``--pool full``) with per-step dispatch, and prints modelled
+GPU-seconds against one homogeneous scheme, beside the any-plan and the static-plan LP bounds.
 ``spindle`` reads an operator DAG (JSON, format in :mod:`sgl.systems.data.spindle_dag`; or
 ``builtin:mtmm``, a synthetic 4-task multi-modal step) and prints the wave allocation, the
 replayed makespan and the two baselines (one big pipeline, even split per task). ``--out`` is
@@ -40,6 +43,9 @@ def register_plan(sub: Any) -> None:
     lo.add_argument("--search", type=int, default=64,
                     help="also try every replica set on the calibration batches when there are at most this many "
                          "(0: the MILP's candidates only)")
+    lo.add_argument("--pool", choices=("lora", "full"), default="lora",
+                    help="scheme capacities: LoRA on a frozen base (LobRA) or full fine-tuning (Hydraulis' regression)")
+    lo.add_argument("--rank", type=int, default=16, help="LoRA rank of the memory model (one adapter per --task)")
     lo.add_argument("--seed", type=int, default=0)
     lo.add_argument("--out", default=None, help="write the comparison as JSON")
     lo.set_defaults(handler=cmd_lora)
@@ -99,10 +105,14 @@ def cmd_lora(args) -> int:
             raise PlanError(f"--boundaries expects comma-separated integers, got {args.boundaries!r}") from None
         if not bounds or min(bounds) < 1:
             raise PlanError(f"--boundaries expects positive integers, got {args.boundaries!r}")
+    from sgl.systems.data.lobra_pool import lobra_pool
     from sgl.systems.data.lobra_study import lobra_compare
-    from sgl.systems.seq import hydraulis_pool, read_lengths
+    from sgl.systems.seq import read_lengths
 
-    pool = hydraulis_pool(devices)
+    rank = check_int(args.rank, "--rank", 1, error=PlanError)
+    pool = lobra_pool(args.pool, devices, rank=rank, adapters=len(specs))
+    if not pool:
+        raise PlanError(f"no scheme of the pool fits {devices} GPUs; use --devices 1 or more (a power of two)")
     tasks = {name: read_lengths(path) for name, path, _ in specs}
     cap = max(p.capacity for p in pool)
     for name, lengths in tasks.items():
@@ -110,19 +120,27 @@ def cmd_lora(args) -> int:
             raise PlanError(f"task {name!r}: every sequence is longer than the longest scheme holds ({cap} tokens)")
     result = lobra_compare(pool, devices, tasks, {n: c for n, _, c in specs}, steps, bounds=bounds, seed=args.seed,
                            time_limit=time_limit, calibration_steps=calibration, microbatch=args.microbatch,
-                           search=search)
+                           search=search, bound_sets=search)
     lob, homo = result["lobra"], result["homogeneous"]
-    print(f"sgl plan lora: {devices} GPUs (Hydraulis 7B A100-40GB pool, modelled), {steps} steps of "
-          + ", ".join(f"{c} {n}" for n, _, c in specs))
+    memory = f"LoRA rank {rank}, {len(specs)} adapters" if args.pool == "lora" else "full fine-tuning"
+    print(f"sgl plan lora: {devices} GPUs (Hydraulis 7B A100-40GB schemes, {memory} memory, modelled), "
+          f"{steps} steps of " + ", ".join(f"{c} {n}" for n, _, c in specs))
     print(f"{'plan':<24} {'GPU-seconds':>12} {'step s':>8}  replicas")
     print(f"{'one homogeneous scheme':<24} {homo['gpu_seconds']:>12.1f} {homo['step_s']:>8.3f}  {homo['replicas']}")
     print(f"{'LobRA MILP + dispatch':<24} {lob['gpu_seconds']:>12.1f} {lob['step_s']:>8.3f}  {lob['replicas']}")
     print(f"{'any-plan lower bound':<24} {result['lower_bound_gpu_seconds']:>12.1f}")
+    static = result["static_bound"]
+    exact = static["gpu_seconds"] is not None
+    print(f"{'static-plan LP bound':<24} "
+          f"{(static['gpu_seconds'] if exact else static['continuous_gpu_seconds']):>12.1f}  "
+          + (f"(best of {static['sets']} replica sets)" if exact else "(real-valued replica counts)"))
     print(f"GPU-seconds saved: {100 * result['saving']:.1f} % (ceiling for any plan "
           f"{100 * result['ceiling']:.1f} %, LobRA reaches {100 * result['share_of_ceiling']:.0f} % of it; "
-          f"compute-term ceiling {100 * result['compute_ceiling']:.1f} %)")
+          f"compute-term ceiling {100 * result['compute_ceiling']:.1f} %; any static replica set "
+          f"{100 * result['static_ceiling']:.1f} %)")
     if args.out is not None:
-        _write_json(args.out, {**result, "tasks": {n: p for n, p, _ in specs}, "seed": args.seed})
+        _write_json(args.out, {**result, "tasks": {n: p for n, p, _ in specs}, "seed": args.seed, "pool": args.pool,
+                               "rank": rank})
         print(f"wrote {args.out}")
     return 0
 

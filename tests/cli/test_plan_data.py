@@ -42,6 +42,32 @@ def test_plan_lora_on_real_lengths(data_path, tmp_path, capsys):
     assert "LobRA MILP + dispatch" in capsys.readouterr().out
 
 
+def test_plan_lora_pool_lora_by_default_and_full_on_request(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    short = _lengths(tmp_path / "short.txt", rng.integers(8, 200, 300))
+    long = _lengths(tmp_path / "long.txt", rng.integers(1000, 5000, 100))
+    runs = {}
+    for pool in ("lora", "full", None):
+        out = tmp_path / f"{pool}.json"
+        extra = [] if pool is None else ["--pool", pool]
+        assert main(["plan", "lora", "--devices", "8", "--task", f"chat={short}:16", "--task", f"docs={long}:2",
+                     "--steps", "1", "--calibration-steps", "1", "--search", "256", "--out", str(out)] + extra) == 0
+        text = capsys.readouterr().out
+        assert "static-plan LP bound" in text and "any static replica set" in text
+        runs[pool] = json.loads(out.read_text())
+    assert runs[None]["pool"] == "lora" and runs[None]["rank"] == 16
+    assert "LoRA rank 16, 2 adapters" in text
+    # the frozen base leaves room for tp1-pp1 (full fine-tuning does not): more replica sets to choose from
+    assert runs["lora"]["static_bound"]["sets"] > runs["full"]["static_bound"]["sets"] > 0
+    assert any("tp1-pp1" in label for label in runs["lora"]["candidates"])
+    assert not any("tp1-pp1" in label for label in runs["full"]["candidates"])
+    for data in runs.values():
+        st = data["static_bound"]
+        assert st["gpu_seconds"] is not None and st["gpu_seconds"] <= data["lobra"]["gpu_seconds"] * (1 + 1e-9)
+    assert main(["plan", "lora", "--devices", "8", "--task", f"a={short}:2", "--rank", "9000"]) == 2
+    assert "layer width" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("task, message", [("nofile", "NAME=FILE:COUNT"), ("a=x.txt:zero", "COUNT must be an integer"),
                                            ("a=x.txt:0", "at least 1"), ("a=/no/such.txt:4", "does not exist")])
 def test_plan_lora_bad_task(task, message, capsys):

@@ -27,6 +27,9 @@ token). Every replayed plan, LobRA's and the homogeneous one, costs at least thi
 GPU-seconds on the same steps; ``1 − bound / homogeneous`` is the largest saving any
 heterogeneous plan could report against the baseline.
 
+:func:`~sgl.systems.data.lobra_bound.static_plan_bound` bounds LobRA's own method class (a static
+replica set with any per-step dispatch); ``lobra_compare`` reports it as ``static_bound``.
+
 >>> import numpy as np
 >>> from sgl.systems.seq import hydraulis_pool
 >>> pool = hydraulis_pool(16)
@@ -44,9 +47,11 @@ import numpy as np
 from sgl._checks import check_int
 from sgl.errors import PlanError
 from sgl.systems.data.lobra import bucket_moments, bucketize_lengths, homogeneous_replicas, plan_replicas, simulate
+from sgl.systems.data.lobra_bound import per_token_ceiling, static_plan_bound, step_time_bound  # noqa: F401
 
 __all__ = ["compute_ceiling", "gpu_seconds_lower_bound", "replica_sets", "sample_steps", "best_homogeneous",
-           "lobra_compare", "DEFAULT_BOUNDS"]
+           "lobra_compare", "DEFAULT_BOUNDS", "step_time_bound", "static_plan_bound",
+           "per_token_ceiling"]
 
 DEFAULT_BOUNDS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
@@ -139,19 +144,25 @@ def replica_sets(pool: Sequence, devices: int, longest: int, limit: int = 256) -
 def lobra_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.ndarray], per_task: Mapping[str, int],
                   steps: int = 10, *, bounds: Optional[Sequence[int]] = None, seed: int = 0,
                   time_limit: float = 2.0, calibration_steps: int = 3, microbatch: str = "bucket",
-                  search: int = 0) -> Dict:
+                  search: int = 0, bound_sets: int = 0) -> Dict:
     """LobRA (static MILP + per-step dispatch) vs the homogeneous scheme, modelled GPU-seconds.
 
     The static plan is chosen on ``calibration_steps`` batches drawn with another seed (never the
     replayed ones): candidates are the MILP's replica sets for the mean bucket counts and for each
-    calibration batch, plus the homogeneous scheme; the one with the least replayed time wins.
+    calibration batch, the MILP's set for ``N/k`` GPUs and ``1/k`` of the mean counts repeated
+    ``k`` times (``k = 2, 4, …`` while ``N/k >= 8`` GPUs; on 32-64 GPUs the whole-cluster MILP
+    rarely gets near its optimum within its time limit), plus the homogeneous scheme; the one with
+    the least replayed time wins.
     ``microbatch="tokens"`` plans and dispatches with token-counted micro-batches and each
     bucket's mean length (:func:`~sgl.systems.data.lobra.plan_replicas`,
     :func:`~sgl.systems.data.lobra.dispatch`); the baseline is replayed the same way. With
     ``search > 0`` and at most ``search`` replica sets (:func:`replica_sets`), every one of them is
     a candidate too: the static choice is then exact on the calibration batches, and
     ``oracle_static`` (every set replayed on the replayed steps themselves, the best static plan
-    in hindsight for this dispatcher) is reported beside it.
+    in hindsight for this dispatcher) is reported beside it. ``static_bound`` is
+    :func:`static_plan_bound` on the replayed steps (per-set LPs when there are at most
+    ``bound_sets`` replica sets, else only the continuous-count LP) and ``static_ceiling`` the most
+    any static replica set with any dispatch could save against the replayed baseline.
     """
     check_int(devices, "devices", minimum=1, error=PlanError)
     check_int(calibration_steps, "calibration_steps", minimum=1, error=PlanError)
@@ -169,9 +180,13 @@ def lobra_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.ndarray],
     top = int(bucketize_lengths(np.array([longest]), bounds)[0][0])
     mean_counts = np.ceil(np.bincount(bucket, minlength=len(b)) / calibration_steps).astype(int)
     everything = np.concatenate(calib)
-    for draw in [None] + list(calib):
+    # plans of the MILP on the whole cluster (mean counts, each calibration batch), then on sub-clusters of
+    # N/2, N/4, ... GPUs (the mean counts shared out) repeated k times: smaller MILPs that finish in their limit
+    hold_gpus = min(p.devices for p in pool if p.capacity >= longest)
+    splits = [k for k in (2, 4, 8, 16, 32) if devices % k == 0 and devices // k >= max(hold_gpus, 8)]
+    for draw, k in [(None, 1)] + [(x, 1) for x in calib] + [(None, k) for k in splits]:
         counts = mean_counts if draw is None else np.bincount(bucketize_lengths(draw, bounds)[0], minlength=len(b))
-        counts = counts.copy()
+        counts = np.ceil(counts / k).astype(int)
         counts[top] = max(counts[top], 1)  # some replica must hold the longest sequence any step can draw
         lens, moments = b, None
         if microbatch == "tokens":  # each bucket by its real longest and mean lengths on the calibration draws
@@ -181,12 +196,13 @@ def lobra_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.ndarray],
             lens[top] = max(int(lens[top]), longest)
             moments = bucket_moments(sample, which, lens)
         try:
-            plan = plan_replicas(pool, devices, lens, counts, time_limit=max(time_limit, 5.0),
+            plan = plan_replicas(pool, devices // k, lens, counts, time_limit=max(time_limit, 5.0),
                                  microbatch=microbatch, moments=moments)
         except PlanError:  # no replica set for this batch (e.g. its longest bucket fits one slot only)
             continue
-        if plan.replicas not in candidates:
-            candidates.append(plan.replicas)
+        replicas = {s: r * k for s, r in plan.replicas.items()}
+        if replicas not in candidates:
+            candidates.append(replicas)
     every = replica_sets(pool, devices, longest, limit=search) if search > 0 else None
     candidates += [rep for rep in (every or []) if rep not in candidates]
     scored = [(simulate(pool, rep, calib, bounds, **run)["total_s"], k, rep) for k, rep in enumerate(candidates)]
@@ -198,6 +214,10 @@ def lobra_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.ndarray],
         oracle = min((simulate(pool, rep, batches, bounds, **run)["gpu_seconds"], k) for k, rep in enumerate(every))
         oracle = {"gpu_seconds": oracle[0], "replicas": every[oracle[1]]}
     bound = gpu_seconds_lower_bound(pool, batches)
+    static = static_plan_bound(pool, devices, batches, longest, limit=max(bound_sets, 1))
+    if bound_sets <= 0:
+        static.update(gpu_seconds=None, replicas=None, per_step_gpu_seconds=None, sets=None)
+    floor = static["gpu_seconds"] if static["gpu_seconds"] is not None else static["continuous_gpu_seconds"]
     ceiling = 1.0 - bound / base["gpu_seconds"]
     label = lambda rep: ", ".join(f"{r}x {pool[s].label}" for s, r in sorted(rep.items()))  # noqa: E731
     return {"devices": devices, "steps": steps, "per_task": dict(per_task), "bounds": [int(x) for x in bounds],
@@ -209,4 +229,7 @@ def lobra_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.ndarray],
                                                           "replicas": label(oracle["replicas"])},
             "compute_ceiling": compute_ceiling(pool, np.concatenate(batches), homo),
             "lower_bound_gpu_seconds": bound, "ceiling": ceiling,
+            "static_bound": {**static, "replicas": None if static["replicas"] is None else label(static["replicas"])},
+            "static_ceiling": 1.0 - floor / base["gpu_seconds"],
             "share_of_ceiling": (1.0 - ours["gpu_seconds"] / base["gpu_seconds"]) / ceiling if ceiling > 0 else 0.0}
+
