@@ -40,6 +40,10 @@ from sgl.samplers.block import Block, MiniBatch
 
 __all__ = ["CSRAdjacency", "NeighborSampler", "sample_neighbors", "sample_neighbors_parallel", "check_fanouts"]
 
+#: a hop with fewer sampled edges is drawn on the calling thread alone: handing chunks to a
+#: helper costs more than it saves (the output is the same either way)
+PARALLEL_MIN_EDGES = 16384
+
 
 def check_fanouts(fanouts: Any) -> List[int]:
     """Validate fan-outs (a sequence or a ``"15,10"`` string) into a list of positive ints."""
@@ -153,15 +157,14 @@ def sample_neighbors_parallel(indptr: np.ndarray, nodes: np.ndarray, fanout: int
     """
     from sgl.samplers import _parallel_sampling as ps
 
-    start = indptr[nodes]
-    deg = indptr[nodes + 1] - start
-    counts = np.where(deg > 0, fanout, 0) if replace else np.minimum(deg, fanout)
-    first = np.cumsum(counts) - counts
-    row = np.repeat(np.arange(nodes.size), counts)
-    pos = np.empty(row.size, dtype=np.int64)
-    ps.set_threads(threads)
-    ps.sample_positions(np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(nodes, dtype=np.int64),
-                        first.astype(np.int64, copy=False), int(fanout), bool(replace), np.uint64(key), pos)
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    nodes = np.ascontiguousarray(nodes, dtype=np.int64)
+    first = np.empty(nodes.size, dtype=np.int64)
+    total = ps.hop_offsets(indptr, nodes, int(fanout), bool(replace), first)
+    pos = np.empty(total, dtype=np.int64)
+    ps.run_rows(ps.positions_rows, (indptr, nodes, first, int(fanout), bool(replace), np.uint64(key), pos),
+                nodes.size, threads if total >= PARALLEL_MIN_EDGES else 1)
+    row = np.repeat(np.arange(nodes.size), np.diff(np.append(first, total)))
     return row, pos
 
 
@@ -190,13 +193,25 @@ class NeighborSampler:
             raise ConfigError(f"threads must be a positive integer (or None for the numpy path), got {threads!r}")
         self.threads = None if threads is None else int(threads)
         self.num_nodes = int(self.adj.num_nodes)
-        self._map = np.full(self.num_nodes, -1, dtype=np.int64)
+        self._plain: Optional[np.ndarray] = None  # node -> local id or -1 (numpy path, seed checks)
+        # parallel path: node -> (batch stamp << 32 | local id), valid only while the stamp is
+        # the current batch's, so nothing is ever reset; and the batch's node ids
+        self._stamped: Optional[np.ndarray] = None
+        self._stamp = 0
+        self._nodes = np.empty(0, dtype=np.int64)
+
+    @property
+    def _map(self) -> np.ndarray:
+        """The numpy path's ``node -> local id`` map (-1 = unseen), reset after every batch."""
+        if self._plain is None:
+            self._plain = np.full(self.num_nodes, -1, dtype=np.int64)
+        return self._plain
 
     @property
     def num_layers(self) -> int:
         return len(self.fanouts)
 
-    def _check_seeds(self, seeds: Any) -> np.ndarray:
+    def _check_seeds(self, seeds: Any, duplicates: bool = True) -> np.ndarray:
         seeds_np = np.asarray(_numpy(seeds)).reshape(-1)
         if seeds_np.dtype.kind not in "iu":
             raise GraphError(f"seed nodes must be integer ids, got dtype {seeds_np.dtype}")
@@ -206,6 +221,8 @@ class NeighborSampler:
         if seeds_np.min() < 0 or seeds_np.max() >= self.num_nodes:
             raise GraphError(f"seed ids must be in [0, {self.num_nodes}), got range "
                              f"[{int(seeds_np.min())}, {int(seeds_np.max())}]")
+        if not duplicates:  # the caller checks them
+            return seeds_np
         positions = np.arange(seeds_np.size)
         self._map[seeds_np] = positions
         duplicated = bool((self._map[seeds_np] != positions).any())
@@ -226,9 +243,10 @@ class NeighborSampler:
         one, its lower-layer representation is computed from its own features alone, as in
         OUTRE's pruning sampler.
         """
-        seeds_np = self._check_seeds(seeds)
+        seeds_np = self._check_seeds(seeds, duplicates=self.threads is None)
         rng = rng if rng is not None else np.random.default_rng(seed)
-        key = int(rng.integers(0, 2**63)) if self.threads is not None else 0
+        if self.threads is not None:
+            return self._sample_parallel(seeds_np, int(rng.integers(0, 2**63)), prune)
         mapping = self._map
         nodes = seeds_np
         mapping[nodes] = np.arange(nodes.size)
@@ -246,12 +264,7 @@ class NeighborSampler:
                     # a pruned node's subtree is dropped at every depth, not only at the next hop
                     keep = np.concatenate([np.arange(pruned_at), np.arange(pruned_at + pruned.size, frontier_size)])
                     frontier = frontier[keep]
-                if self.threads is None:
-                    row, pos = sample_neighbors(self.adj.indptr, frontier, fanout, rng, self.replace)
-                else:  # one stream per (batch, hop, node): independent of the thread split
-                    row, pos = sample_neighbors_parallel(self.adj.indptr, frontier, fanout,
-                                                         (key + hop * 0x632BE59BD9B4E019) % 2**64, self.replace,
-                                                         self.threads)
+                row, pos = sample_neighbors(self.adj.indptr, frontier, fanout, rng, self.replace)
                 src = self.adj.gather(frontier, pos)
                 if keep is not None:
                     row = keep[row]  # back to positions among all of this hop's destinations
@@ -283,6 +296,98 @@ class NeighborSampler:
         blocks.reverse()
         return MiniBatch(n_id=torch.from_numpy(nodes), blocks=blocks, output_nodes=torch.from_numpy(seeds_np),
                          pruned=torch.from_numpy(pruned), last_input_nodes=torch.from_numpy(last_inputs))
+
+    def _node_buffer(self, size: int, count: int) -> np.ndarray:
+        """The persistent buffer of this batch's node ids, grown (keeping ``[:count]``) to ``size``."""
+        size = min(size, self.num_nodes)
+        if self._nodes.size < size:
+            grown = np.empty(max(size, 2 * self._nodes.size), dtype=np.int64)
+            grown[:count] = self._nodes[:count]
+            self._nodes = grown
+        return self._nodes
+
+    def _sample_parallel(self, seeds: np.ndarray, key: int, prune: Optional[Callable[[np.ndarray], np.ndarray]]
+                         ) -> MiniBatch:
+        """:meth:`sample` through the numba kernels; see :mod:`sgl.samplers._parallel_sampling`.
+
+        New nodes are numbered in order of first occurrence among the hop's sampled edges
+        (row by row, in draw order); the draws are :func:`sample_neighbors_parallel`'s.
+        """
+        from sgl.samplers import _parallel_sampling as ps
+
+        indptr = self.adj.indptr
+        # an in-memory CSR gathers inside the draw kernel; a store keeps its own (I/O-counted) gather
+        fused = isinstance(self.adj, CSRAdjacency)
+        mapping, stamp = self._next_stamp()
+        nodes = self._node_buffer(seeds.size, 0)
+        count = ps.relabel(seeds.copy(), mapping, stamp, nodes, 0)
+        if count != seeds.size:
+            raise GraphError("seed nodes contain duplicates; pass each node once")
+        blocks: List[Block] = []
+        frontier_size, last_count = count, count
+        pruned = np.empty(0, dtype=np.int64)
+        pruned_at = 0
+        for hop, fanout in enumerate(self.fanouts):
+            frontier = nodes[:frontier_size]  # a view: relabel only appends past `count`
+            keep = None
+            if hop >= 2 and pruned.size:
+                keep = np.concatenate([np.arange(pruned_at), np.arange(pruned_at + pruned.size, frontier_size)])
+                frontier = frontier[keep]
+            hop_key = np.uint64((key + hop * 0x632BE59BD9B4E019) % 2**64)
+            first = np.empty(frontier.size, dtype=np.int64)
+            total = ps.hop_offsets(indptr, frontier, fanout, self.replace, first)
+            edge_index = np.empty((2, total), dtype=np.int64)
+            threads = self.threads if total >= PARALLEL_MIN_EDGES else 1
+            if fused:
+                ps.run_rows(ps.draw_rows, (indptr, self.adj.indices, frontier, first, fanout, self.replace,
+                                           hop_key, edge_index[0], edge_index[1]), frontier.size, threads)
+            else:
+                pos = np.empty(total, dtype=np.int64)
+                ps.run_rows(ps.positions_rows, (indptr, frontier, first, fanout, self.replace, hop_key, pos),
+                            frontier.size, threads)
+                edge_index[0] = self.adj.gather(frontier, pos)
+                edge_index[1] = np.repeat(np.arange(frontier.size), np.diff(np.append(first, total)))
+            if keep is not None:
+                edge_index[1] = keep[edge_index[1]]  # back to positions among all of this hop's destinations
+            nodes = self._node_buffer(count + total, count)
+            before = count
+            count = ps.relabel(edge_index[0], mapping, stamp, nodes, count)
+            if hop == 0 and prune is not None and len(self.fanouts) > 1 and count > before:
+                pruned, pruned_at = self._move_pruned_last(edge_index[0], nodes, before, count, prune, stamp)
+            blocks.append(Block(torch.from_numpy(edge_index), int(count), int(frontier_size)))
+            if hop == 0:
+                last_count = count
+            frontier_size = count - (pruned.size if hop == 0 else 0)
+        blocks.reverse()
+        n_id = nodes[:count].copy()
+        return MiniBatch(n_id=torch.from_numpy(n_id), blocks=blocks, output_nodes=torch.from_numpy(seeds),
+                         pruned=torch.from_numpy(pruned), last_input_nodes=torch.from_numpy(n_id[:last_count].copy()))
+
+    def _next_stamp(self) -> Tuple[np.ndarray, int]:
+        """The stamped map and a stamp no entry carries yet (every earlier batch's entries expire)."""
+        if self._stamped is None:
+            self._stamped = np.full(self.num_nodes, -1, dtype=np.int64)
+        self._stamp += 1
+        if self._stamp >= 2**31:  # stamp << 32 must stay a positive int64: start over once
+            self._stamped.fill(-1)
+            self._stamp = 1
+        return self._stamped, self._stamp
+
+    def _move_pruned_last(self, src: np.ndarray, nodes: np.ndarray, before: int, count: int,
+                          prune: Callable[[np.ndarray], np.ndarray], stamp: int) -> Tuple[np.ndarray, int]:
+        """Renumber the first hop's new nodes ``nodes[before:count]`` so the ones ``prune`` masks
+        come last (relative order kept on both sides); ``src`` (local ids) is renumbered in place."""
+        fresh = nodes[before:count].copy()
+        mask = np.asarray(prune(fresh.copy()), dtype=bool)
+        order = np.concatenate([np.flatnonzero(~mask), np.flatnonzero(mask)])
+        inverse = np.empty(order.size, dtype=np.int64)
+        inverse[order] = np.arange(before, count)
+        new = src >= before
+        src[new] = inverse[src[new] - before]
+        nodes[before:count] = fresh[order]
+        self._stamped[nodes[before:count]] = (stamp << 32) | np.arange(before, count)
+        pruned = fresh[mask]
+        return pruned, count - pruned.size
 
     def __repr__(self) -> str:
         threads = "" if self.threads is None else f", threads={self.threads}"
