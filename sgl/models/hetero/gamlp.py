@@ -23,6 +23,7 @@ from torch import nn
 from sgl._checks import check_int
 from sgl.models.features import NodeFeatures
 from sgl.models.gamlp import GAMLP, GAMLPConfig
+from sgl.models.hetero.packed import PackedHopFeatures, is_packed_batch, packed_forward
 from sgl.models.hetero.common import SubsetAggregator, check_hetero_common, prepare_x_dict, require_hetero, \
     train_label_matrix
 from sgl.ops import enumerate_metapaths, metapath_label_features, nars_propagate, sample_relation_subsets
@@ -95,7 +96,9 @@ class HeteroGAMLP(nn.Module):
         graph = require_hetero(graph, "HeteroGAMLP")
         hops = nars_propagate(graph, self.subsets, self.config.k, prepare_x_dict(graph, self.config),
                               progress=progress)
-        features = NodeFeatures([h.transpose(0, 1).contiguous() for h in hops])
+        # [S, n, d] per hop -> one [n, (k+1)·S·d] tensor (see sgl.models.hetero.packed)
+        features = PackedHopFeatures.from_hops([h.transpose(0, 1) for h in hops])
+        del hops
         if not self.label_metapaths:
             return features
         return self.with_label_input(features, graph, train_label_matrix(graph) if label_matrix is None
@@ -109,9 +112,20 @@ class HeteroGAMLP(nn.Module):
             raise ConfigError("this HeteroGAMLP has no label input (label_hops=0); RLU needs label_hops >= 1")
         labels = metapath_label_features(graph, label_matrix, self.config.label_hops, metapaths=self.label_metapaths)
         mean = torch.stack([labels[p] for p in self.label_metapaths]).mean(0)
+        if isinstance(features, PackedHopFeatures):
+            return features.with_label(mean)
         return NodeFeatures(list(features.data[:self.config.k + 1]) + [mean])
 
     def forward(self, batch: List[torch.Tensor]) -> torch.Tensor:
+        """Logits of a batch: ``[hop_rows, label_rows]`` from :class:`PackedHopFeatures` (the fast
+        path, :func:`~sgl.models.hetero.packed.packed_forward`), or the reference layout -- a list
+        of ``[B, S, d]`` hops (+ the label input) -- through :meth:`reference_forward`."""
+        if is_packed_batch(batch, self.config.k + 1):
+            return packed_forward(self, batch)
+        return self.reference_forward(batch)
+
+    def reference_forward(self, batch: List[torch.Tensor]) -> torch.Tensor:
+        """The model hop by hop: NARS's subset convolution per hop, then :class:`~sgl.models.GAMLP`."""
         num_hops = self.config.k + 1
         hops = self.aggregator(batch[:num_hops])
         return self.gamlp(hops + list(batch[num_hops:]))
