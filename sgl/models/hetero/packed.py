@@ -37,7 +37,7 @@ class PackedHopFeatures(NodeFeatures):
 
     Example:
         >>> hops = [torch.randn(5, 2, 3) for _ in range(3)]
-        >>> feats = PackedHopFeatures.from_hops(hops)
+        >>> feats = PackedHopFeatures.from_hops(list(hops))   # from_hops empties the list it is given
         >>> rows = feats[torch.tensor([4, 0])]
         >>> rows[0].shape, bool((rows[0][0, 6:12].view(2, 3) == hops[1][4]).all())
         (torch.Size([2, 18]), True)

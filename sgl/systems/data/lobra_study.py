@@ -47,7 +47,7 @@ import numpy as np
 from sgl._checks import check_int
 from sgl.errors import PlanError
 from sgl.systems.data.lobra import bucket_moments, bucketize_lengths, homogeneous_replicas, plan_replicas, simulate
-from sgl.systems.data.lobra_bound import per_token_ceiling, static_plan_bound, step_time_bound  # noqa: F401
+from sgl.systems.data.lobra_bound import per_token_ceiling, replica_sets, static_plan_bound, step_time_bound  # noqa: F401
 
 __all__ = ["compute_ceiling", "gpu_seconds_lower_bound", "replica_sets", "sample_steps", "best_homogeneous",
            "lobra_compare", "DEFAULT_BOUNDS", "step_time_bound", "static_plan_bound",
@@ -112,33 +112,6 @@ def best_homogeneous(pool: Sequence, devices: int, longest: int, calib: Sequence
         return homogeneous_replicas(pool, devices, longest)  # raises the PlanError that names the problem
     return min(options, key=lambda rep: simulate(pool, rep, calib, bounds, time_limit=time_limit,
                                                  microbatch=microbatch)["total_s"])
-
-
-def replica_sets(pool: Sequence, devices: int, longest: int, limit: int = 256) -> Optional[list]:
-    """Every replica-count map ``{scheme: count}`` with ``Σ count·GPUs = devices`` and a scheme holding ``longest``.
-
-    ``None`` when there are more than ``limit`` of them (the caller then keeps the MILP's candidates).
-    """
-    check_int(limit, "limit", minimum=1, error=PlanError)
-    out: list = []
-
-    def extend(s: int, left: int, chosen: Dict[int, int]) -> bool:
-        if left == 0:
-            if any(pool[k].capacity >= longest for k in chosen):
-                out.append(dict(chosen))
-            return len(out) <= limit
-        if s == len(pool):
-            return True
-        g = pool[s].devices
-        for count in range(left // g, -1, -1):
-            if count:
-                chosen[s] = count
-            if not extend(s + 1, left - count * g, chosen):
-                return False
-            chosen.pop(s, None)
-        return True
-
-    return out if extend(0, devices, {}) else None
 
 
 def lobra_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.ndarray], per_task: Mapping[str, int],

@@ -30,7 +30,11 @@ def test_offload_equals_plain_training(dtype, tol, alpha):
     logits = wrapped(tokens)
     loss = lm_loss(logits, tokens)
     loss.backward()
-    assert torch.equal(logits, ref_logits) and torch.equal(loss, ref_loss)  # forward bit-for-bit
+    if alpha in (0.0, 1.0):  # one token group: the forward is bit-for-bit
+        assert torch.equal(logits, ref_logits) and torch.equal(loss, ref_loss)
+    else:  # split token groups run smaller GEMMs, whose kernels may round the last bit differently
+        torch.testing.assert_close(logits, ref_logits, rtol=tol, atol=tol)
+        torch.testing.assert_close(loss, ref_loss, rtol=tol, atol=tol)
     for p, g in zip(wrapped.parameters(), ref_grads):
         assert torch.allclose(p.grad, g, rtol=tol, atol=tol * g.abs().max().item())
     if alpha in (0.0, 1.0):  # one token group: the same kernels in the same order
