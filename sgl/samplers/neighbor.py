@@ -148,6 +148,16 @@ def sample_neighbors(indptr: np.ndarray, nodes: np.ndarray, fanout: int, rng: np
     return row, start[row] + offset
 
 
+def _rows_of(first: np.ndarray, total: int) -> np.ndarray:
+    """Each sampled edge's destination row, from the rows' first edge offsets and the edge total."""
+    return np.repeat(np.arange(first.size), np.diff(np.append(first, total)))
+
+
+def _unpruned(pruned_at: int, num_pruned: int, frontier_size: int) -> np.ndarray:
+    """Positions of a frontier's nodes outside the pruned run ``[pruned_at, pruned_at + num_pruned)``."""
+    return np.concatenate([np.arange(pruned_at), np.arange(pruned_at + num_pruned, frontier_size)])
+
+
 def sample_neighbors_parallel(indptr: np.ndarray, nodes: np.ndarray, fanout: int, key: int,
                               replace: bool = False, threads: int = 1) -> Tuple[np.ndarray, np.ndarray]:
     """:func:`sample_neighbors` on ``threads`` threads (numba), same ``(row, position)`` layout.
@@ -164,7 +174,7 @@ def sample_neighbors_parallel(indptr: np.ndarray, nodes: np.ndarray, fanout: int
     pos = np.empty(total, dtype=np.int64)
     ps.run_rows(ps.positions_rows, (indptr, nodes, first, int(fanout), bool(replace), np.uint64(key), pos),
                 nodes.size, threads if total >= PARALLEL_MIN_EDGES else 1)
-    row = np.repeat(np.arange(nodes.size), np.diff(np.append(first, total)))
+    row = _rows_of(first, total)
     return row, pos
 
 
@@ -262,7 +272,7 @@ class NeighborSampler:
                 keep = None
                 if hop >= 2 and pruned.size:
                     # a pruned node's subtree is dropped at every depth, not only at the next hop
-                    keep = np.concatenate([np.arange(pruned_at), np.arange(pruned_at + pruned.size, frontier_size)])
+                    keep = _unpruned(pruned_at, pruned.size, frontier_size)
                     frontier = frontier[keep]
                 row, pos = sample_neighbors(self.adj.indptr, frontier, fanout, rng, self.replace)
                 src = self.adj.gather(frontier, pos)
@@ -331,7 +341,7 @@ class NeighborSampler:
             frontier = nodes[:frontier_size]  # a view: relabel only appends past `count`
             keep = None
             if hop >= 2 and pruned.size:
-                keep = np.concatenate([np.arange(pruned_at), np.arange(pruned_at + pruned.size, frontier_size)])
+                keep = _unpruned(pruned_at, pruned.size, frontier_size)
                 frontier = frontier[keep]
             hop_key = np.uint64((key + hop * 0x632BE59BD9B4E019) % 2**64)
             first = np.empty(frontier.size, dtype=np.int64)
@@ -346,7 +356,7 @@ class NeighborSampler:
                 ps.run_rows(ps.positions_rows, (indptr, frontier, first, fanout, self.replace, hop_key, pos),
                             frontier.size, threads)
                 edge_index[0] = self.adj.gather(frontier, pos)
-                edge_index[1] = np.repeat(np.arange(frontier.size), np.diff(np.append(first, total)))
+                edge_index[1] = _rows_of(first, total)
             if keep is not None:
                 edge_index[1] = keep[edge_index[1]]  # back to positions among all of this hop's destinations
             nodes = self._node_buffer(count + total, count)

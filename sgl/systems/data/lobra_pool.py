@@ -40,9 +40,9 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from sgl._checks import check_int, check_real
+from sgl._checks import check_int
 from sgl.errors import PlanError
-from sgl.systems.seq.cost import _HYDRAULIS_7B_A100, _HYDRAULIS_MEMORY, _power_of_two, SeqStrategy, StrategyCost
+from sgl.systems.seq.cost import _HYDRAULIS_MEMORY, StrategyCost, hydraulis_pool
 
 __all__ = ["lora_pool", "lora_states_bytes", "POOLS", "lobra_pool"]
 
@@ -75,29 +75,18 @@ def lora_pool(devices: int, memory_bytes: Optional[float] = None, *, rank: int =
     >>> (p.label, p.capacity)
     ('tp1-pp1-sp1-z1', 1238)
     """
-    devices = _power_of_two(devices, "devices")
     mem = _HYDRAULIS_MEMORY
     rank = check_int(rank, "rank", 1, error=PlanError)
     adapters = check_int(adapters, "adapters", 1, error=PlanError)
     if rank > mem["H"]:
         raise PlanError(f"a LoRA rank of {rank} is above the layer width {mem['H']}; use a rank <= {mem['H']}")
-    bound = mem["bound"] if memory_bytes is None else check_real(memory_bytes, "memory_bytes", 0.0,
-                                                                 open_low=True, error=PlanError)
-    out: List[StrategyCost] = []
-    for tp, pp, a, b, c in _HYDRAULIS_7B_A100:
-        if tp * pp > devices:
-            continue
-        free = bound - mem["safe"] - mem["gap"] - lora_states_bytes(tp, pp, rank, adapters)
-        capacity = int(free / (mem["L"] * mem["H"] / tp * mem["A"][tp])) if free > 0 else 0
-        if capacity > 0:
-            out.append(StrategyCost(SeqStrategy(tp=tp, pp=pp, zero=1), a, b, c, capacity))
-    return out
+    return hydraulis_pool(devices, memory_bytes,
+                          model_states=lambda tp, pp, _replicas: lora_states_bytes(tp, pp, rank, adapters))
 
 
 def lobra_pool(kind: str, devices: int, *, rank: int = 16, adapters: int = 1) -> List[StrategyCost]:
     """``"lora"``: :func:`lora_pool` (LobRA's setting); ``"full"``: :func:`~sgl.systems.seq.hydraulis_pool`."""
     from sgl._checks import check_choice
-    from sgl.systems.seq.cost import hydraulis_pool
 
     check_choice(kind, "pool", POOLS, error=PlanError)
     return lora_pool(devices, rank=rank, adapters=adapters) if kind == "lora" else hydraulis_pool(devices)

@@ -44,7 +44,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
@@ -307,13 +307,24 @@ _HYDRAULIS_MEMORY = {"A": {1: 38, 2: 39, 4: 42, 8: 48}, "B": 197, "alpha": 0.75,
                      "L": 32, "H": 4096, "V": 50304}
 
 
-def hydraulis_pool(devices: int, memory_bytes: Optional[float] = None) -> List[StrategyCost]:
+def _full_finetune_states(tp: int, pp: int, d: int) -> float:
+    """Hydraulis' model-state bytes per device for full fine-tuning (ZeRO-sharded over ``d`` replicas)."""
+    mem = _HYDRAULIS_MEMORY
+    share = mem["alpha"] / d + 1 - mem["alpha"]
+    return (mem["L"] / pp) * (mem["H"] ** 2 / tp) * mem["B"] * share + \
+        (mem["H"] * mem["V"] / tp) * (32 if pp == 1 else 16) * share
+
+
+def hydraulis_pool(devices: int, memory_bytes: Optional[float] = None, *,
+                   model_states: Optional[Callable[[int, int, int], float]] = None) -> List[StrategyCost]:
     """Hydraulis' 10-strategy pool (7B, A100-40GB) with capacities from its memory regression.
 
     Model states ``(L/pp)·(H²/tp)·B·(α/D + 1-α) + (H·V/tp)·(32 if pp = 1 else 16)·(α/D + 1-α)``
     bytes with ``D = devices/(tp·pp)`` data-parallel replicas; longest sequence
     ``(bound - safe - states - gap) / (L·H/tp·A[tp])``. Strategies that need more devices than
-    ``devices`` or hold no sequence are left out.
+    ``devices`` or hold no sequence are left out. ``model_states(tp, pp, D)`` replaces the
+    states term (bytes per device) for another training regime, e.g. LoRA on a frozen base
+    (:func:`sgl.systems.data.lobra_pool.lora_pool`).
     """
     devices = _power_of_two(devices, "devices")
     mem = _HYDRAULIS_MEMORY
@@ -324,9 +335,7 @@ def hydraulis_pool(devices: int, memory_bytes: Optional[float] = None) -> List[S
         if tp * pp > devices:
             continue
         d = devices // (tp * pp)
-        share = mem["alpha"] / d + 1 - mem["alpha"]
-        states = (mem["L"] / pp) * (mem["H"] ** 2 / tp) * mem["B"] * share + \
-                 (mem["H"] * mem["V"] / tp) * (32 if pp == 1 else 16) * share
+        states = (model_states or _full_finetune_states)(tp, pp, d)
         free = bound - mem["safe"] - states - mem["gap"]
         capacity = int(free / (mem["L"] * mem["H"] / tp * mem["A"][tp])) if free > 0 else 0
         if capacity > 0:
