@@ -120,7 +120,9 @@ def test_train_lsh_and_fsep_under_two_processes(data_path, tmp_path, capsys):
     assert one["dropped_pairs"] == fsep["dropped_pairs"]
     assert one["loss"] == pytest.approx(fsep["loss"], rel=1e-5)
     glob = _train_two_procs(root, tmp_path, "--procs", "1", "--capacity-factor", "1.0", "--capacity-groups", "1")
-    assert glob["dropped_pairs"] != fsep["dropped_pairs"]  # one global capacity is another definition
+    # One global capacity is another definition: it drops other pairs (the counts alone can coincide), so the
+    # run differs beyond the tolerance that made the 2-group run equal to the 2-process one.
+    assert glob["loss"] != pytest.approx(fsep["loss"], rel=1e-5)
     assert np.isfinite(fsep["val_loss"]) and fsep["final_loss"] < fsep["first_loss"]
     text = capsys.readouterr().out
     assert "moe train: 2 procs, dispatch lsh" in text and "dispatch fsep, placement none, balance laer" in text
