@@ -316,7 +316,16 @@ def race(graph: Any, args: Any, sgap_build: Callable[[], torch.nn.Module],
     else:
         fastest = min(reached, key=lambda r: r["time_to_target_s"])
         print(f"fastest baseline to the target: {fastest['model']}; its time / sgl:{args.model}'s = "
-              f"{fastest['time_to_target_s'] / ours:.1f}x (target >= 10x; timings under load: rerun on a quiet machine)")
+              f"{fastest['time_to_target_s'] / ours:.1f}x (target >= 10x)")
+        # No training schedule can put the SGL model at the target before its precompute ends, so
+        # the fastest baseline's time over that precompute bounds the ratio from above.
+        ceiling = fastest["time_to_target_s"] / rows[0]["precompute_s"]
+        rows[0]["ratio_ceiling"] = ceiling
+        print(f"ceiling: {fastest['model']}'s time to target / sgl:{args.model}'s precompute alone = {ceiling:.1f}x "
+              f"(no training of the SGL model beats it; a higher ratio needs a cheaper precompute)")
+    for row in rows[1:]:
+        print(f"epoch time {row['model']} / sgl:{args.model} = {row['epoch_s'] / rows[0]['epoch_s']:.1f}x"
+              f"{'' if row['epochs_run'] >= 1 else ' (less than one epoch run: extrapolated from its segments)'}")
     if save is not None:
         save(rows)
     return rows

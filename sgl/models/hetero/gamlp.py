@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from sgl._checks import check_int
+from sgl.models.dropout import use_fast_dropout
 from sgl.models.features import NodeFeatures
 from sgl.models.gamlp import GAMLP, GAMLPConfig
 from sgl.models.hetero.packed import PackedHopFeatures, is_packed_batch, packed_forward
@@ -87,7 +88,8 @@ class HeteroGAMLP(nn.Module):
         # the inner GAMLP sees aggregated hops; its label input is this model's metapath labels
         inner = GAMLPConfig(**{f: getattr(config, f) for f in GAMLPConfig.__dataclass_fields__})
         inner.label_hops = 1 if self.label_metapaths else 0
-        self.gamlp = GAMLP(width, num_classes, inner)
+        # dropout masks from a parallel hash, not torch's one-thread bernoulli_ (a third of a step)
+        self.gamlp = use_fast_dropout(GAMLP(width, num_classes, inner))
 
     @torch.no_grad()
     def precompute(self, graph: Any, x: Optional[torch.Tensor] = None, *, label_matrix: Optional[torch.Tensor] = None,

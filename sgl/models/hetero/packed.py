@@ -8,7 +8,7 @@ tensors. :func:`packed_forward` then runs the same network as :meth:`HeteroGAMLP
 without a Python loop over hops for the heavy parts:
 
 * the NARS subset convolution of all hops at once, :math:`Z_{bl} = \sum_s w_{ls} \odot X_{bls}`
-  (one broadcast multiply and one sum over ``[B, k+1, S, d]``);
+  (one fused numba pass each way, :func:`~sgl.models.hetero._packed_kernels.subset_mix`);
 * the per-hop 2-layer MLPs (``pre_process``) as two ``torch.baddbmm`` over the stacked
   ``[k+1, d, hidden]`` / ``[k+1, hidden, hidden]`` weights, PReLU with the hops' own slopes;
 * dropout masks drawn hop by hop, in the reference path's order, so a seeded run draws the
@@ -23,6 +23,8 @@ from typing import Any, List, Sequence, Union
 
 import torch
 
+from sgl.models.dropout import dropout_slices
+from sgl.models.hetero._packed_kernels import gather_rows, hop_prelu, subset_mix
 from sgl.models.features import NodeFeatures
 
 __all__ = ["PackedHopFeatures", "packed_forward"]
@@ -71,9 +73,9 @@ class PackedHopFeatures(NodeFeatures):
         index = torch.as_tensor(index)
         if index.dtype == torch.bool:
             index = index.nonzero().flatten()
-        rows = [self.packed.index_select(0, index)]
+        rows = [gather_rows(self.packed, index)]
         if self.label is not None:
-            rows.append(self.label.index_select(0, index))
+            rows.append(gather_rows(self.label, index))
         return rows
 
     def __repr__(self) -> str:
@@ -88,19 +90,13 @@ def is_packed_batch(batch: Sequence[torch.Tensor], num_hops: int) -> bool:
 
 def _prelu(x: torch.Tensor, slopes: torch.Tensor) -> torch.Tensor:
     """PReLU with one slope per leading (hop) index of ``x`` ``[H, B, F]``."""
-    return torch.where(x >= 0, x, x * slopes.view(-1, 1, 1))
+    return hop_prelu(x, slopes)
 
 
 def _hop_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Dropout on ``[H, B, F]``, one mask per hop drawn in hop order (the reference path's RNG order)."""
-    if not training or p == 0:
-        return x
-    # F.dropout draws bernoulli_(1 - p) into a fresh [B, F] buffer, divides it by 1 - p and
-    # multiplies: the same per hop here, into slices of one buffer, then one multiply
-    noise = torch.empty_like(x)
-    for l in range(x.size(0)):
-        noise[l].bernoulli_(1 - p)
-    return x * noise.div_(1 - p)
+    """Dropout on ``[H, B, F]``, one mask per hop drawn in hop order (the reference path's RNG order:
+    its :class:`~sgl.models.dropout.FastDropout` layers run once per hop)."""
+    return dropout_slices(x, p, training)
 
 
 def _pre_mlps(model: Any, z: torch.Tensor) -> torch.Tensor:
@@ -129,7 +125,7 @@ def packed_forward(model: Any, batch: Sequence[torch.Tensor]) -> torch.Tensor:
     rows = batch[0]
     weights = torch.stack(list(model.aggregator.weights))                   # [H, S, d]
     x = rows.view(rows.size(0), num_hops, weights.size(1), weights.size(2))
-    z = (x * weights).sum(dim=2).transpose(0, 1)                             # [H, B, d]
+    z = subset_mix(x, weights)                                               # [H, B, d]
     if gamlp.input_dropout.p > 0 and model.training:
         z = _hop_dropout(z, gamlp.input_dropout.p, True)
     hops = list(z.unbind(0))
