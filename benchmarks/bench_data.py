@@ -149,8 +149,11 @@ def bench_lm(root: str, args) -> list:
 
 
 def bench_lobra(root: str, steps: int, devices: int, search: int = 64, microbatches=("tokens", "bucket"),
-                pool_kind: str = "lora", rank: int = 16, bound_sets: int = 256, scale_batch: bool = True) -> dict:
+                pool_kind: str = "lora", rank: int = 16, bound_sets: int = 256, scale_batch: bool = True,
+                local_search: int = 300, local_keep: int = 6, dynamic_top: int = 0,
+                bandwidth_gbps: float = 150.0, mixes_only=None, lpt: bool = False) -> dict:
     from sgl.systems.data import wikitext2_sections
+    from sgl.systems.data.lobra_dynamic import lobra_dynamic_compare
     from sgl.systems.data.lobra_pool import lobra_pool
     from sgl.systems.data.lobra_study import lobra_compare
     from sgl.systems.seq import read_lengths
@@ -164,40 +167,56 @@ def bench_lobra(root: str, steps: int, devices: int, search: int = 64, microbatc
     mixes = {name: {k: n * scale for k, n in mix.items()} for name, mix in
              {"long-heavy": {"wikipedia": 16, "wikitext2": 16, "sst2": 64},
               "short-heavy": {"wikipedia": 4, "wikitext2": 16, "sst2": 256},
-              "mostly-short": {"wikipedia": 1, "wikitext2": 8, "sst2": 512}}.items()}
+              "mostly-short": {"wikipedia": 1, "wikitext2": 8, "sst2": 512}}.items()
+             if mixes_only is None or name in mixes_only}
     memory = (f"LoRA memory model: frozen bf16 base, {len(tasks)} rank-{rank} adapters" if pool_kind == "lora"
               else "full fine-tuning memory model")
     print(f"\nLobRA on {devices} GPUs (Hydraulis 7B A100-40GB schemes, {memory}; profiled full fine-tuning times; "
           f"modelled), {steps} replayed steps per mix; "
           "lengths: FlexSP Wikipedia tokens, WikiText-2 sections and SST-2 sentences in words. Static plan chosen on "
-          f"3 calibration steps of another seed among the MILP's candidates and every replica set (search {search}); "
-          "micro-batches per bucket (LobRA's dispatcher) or token-packed (first-fit decreasing across buckets). "
+          f"3 calibration steps of another seed among the MILP's candidates and every replica set (search {search}; "
+          f"where there are more sets, the {local_keep} best of a hill climb over at most {local_search} sets scored "
+          "by a greedy-dispatch replay of the calibration steps, from the rounded static-LP counts and the MILP's "
+          "candidates; * = the chosen set came from it); "
+          "micro-batches per bucket (LobRA's dispatcher) or token-packed (first-fit decreasing across buckets)"
+          + ("; every step also dispatched greedily (longest first to the replica finishing it earliest), the faster "
+             "of the two kept (baseline too). " if lpt else ". ") +
           "Lower bound: no plan on this cost model can cost fewer GPU-seconds on these steps (perfect balance, "
           "cheapest scheme per sequence, no bubbles); ceiling = 1 - bound / homogeneous; oracle = the best static "
           "replica set in hindsight (all sets replayed on the replayed steps); static LP = the fewest GPU-seconds "
           f"any static replica set with any dispatch can take (per-set LPs when at most {bound_sets} sets, else "
-          "real-valued replica counts), static ceiling = 1 - static LP / homogeneous\n")
+          "real-valued replica counts), static ceiling = 1 - static LP / homogeneous"
+          + (f"; dynamic = the replica set re-chosen every step among the {dynamic_top} best calibration candidates "
+             f"(step time + re-shard of the changed replicas' model state at {bandwidth_gbps:g} GB/s per GPU), "
+             "'as static' = LobRA's set priced from the same dispatches" if dynamic_top else "") + "\n")
+    extra = " dynamic GPU-s | as static | dynamic saved | switches | re-shard s |" if dynamic_top else ""
     print("| mix (sequences per step) | micro-batches | homogeneous | GPU-s | LobRA replicas | GPU-s | saved | "
-          "oracle static GPU-s | lower bound GPU-s | ceiling | static LP GPU-s | static ceiling |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "oracle static GPU-s | lower bound GPU-s | ceiling | static LP GPU-s | static ceiling |" + extra + "\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * extra.count("|"))
     out = {}
     for name, mix in mixes.items():
         for microbatch in microbatches:
             started = time.perf_counter()
-            r = lobra_compare(pool, devices, tasks, mix, steps, microbatch=microbatch, search=search,
-                              bound_sets=bound_sets)
+            kw = dict(microbatch=microbatch, search=search, bound_sets=bound_sets, local_search=local_search,
+                      local_keep=local_keep, lpt=lpt)
+            r = (lobra_dynamic_compare(pool, devices, tasks, mix, steps, top=dynamic_top, bandwidth_gbps=bandwidth_gbps,
+                                       rank=rank, **kw) if dynamic_top else lobra_compare(pool, devices, tasks, mix,
+                                                                                           steps, **kw))
+            d = r.get("dynamic")
+            more = (f" {d['gpu_seconds']:.1f} | {d['static_gpu_seconds'][0]:.1f} | {100 * d['saving']:.1f} % | "
+                    f"{d['switches']} | {d['reconfig_s']:.2f} |" if d else "")
             r["seconds"] = time.perf_counter() - started
             out[f"{name}/{microbatch}"] = r
             oracle, static = r["oracle_static"], r["static_bound"]
             lp = static["gpu_seconds"] if static["gpu_seconds"] is not None else static["continuous_gpu_seconds"]
             print(f"| {name} ({', '.join(f'{n} {k}' for k, n in mix.items())}) | {microbatch} | "
                   f"{r['homogeneous']['replicas']} | {r['homogeneous']['gpu_seconds']:.1f} | "
-                  f"{r['lobra']['replicas']} | "
+                  f"{r['lobra']['replicas']}{' *' if r['lobra']['replicas'] in r['local_candidates'] else ''} | "
                   f"{r['lobra']['gpu_seconds']:.1f} | {100 * r['saving']:.1f} % | "
                   f"{'–' if oracle is None else format(oracle['gpu_seconds'], '.1f')} | "
                   f"{r['lower_bound_gpu_seconds']:.1f} | {100 * r['ceiling']:.1f} % | "
                   f"{lp:.1f}{'' if static['gpu_seconds'] is not None else ' (real counts)'} | "
-                  f"{100 * r['static_ceiling']:.1f} % |", flush=True)
+                  f"{100 * r['static_ceiling']:.1f} % |{more}", flush=True)
             assert r["lower_bound_gpu_seconds"] <= min(r["lobra"]["gpu_seconds"], r["homogeneous"]["gpu_seconds"])
             assert lp <= r["lobra"]["gpu_seconds"] * (1 + 1e-9)
     return out

@@ -52,7 +52,7 @@ from sgl.errors import PlanError
 MICROBATCH_MODELS = ("bucket", "tokens")
 
 __all__ = ["MICROBATCH_MODELS", "bucket_moments", "LobraPlan", "bucketize_lengths", "plan_replicas", "dispatch",
-           "simulate", "homogeneous_replicas"]
+           "simulate", "homogeneous_replicas", "lpt_dispatch", "step_time"]
 
 
 @dataclass
@@ -196,13 +196,16 @@ def homogeneous_replicas(pool: Sequence, devices: int, longest: int) -> Dict[int
 
 def dispatch(pool: Sequence, replicas: Dict[int, int], lengths: np.ndarray, boundaries: Sequence[int], *,
              time_limit: float = 2.0, repack: bool = True,
-             microbatch: str = "bucket") -> Dict[tuple, List[List[int]]]:
+             microbatch: str = "bucket", lpt: bool = False) -> Dict[tuple, List[List[int]]]:
     """One step: the MILP with fixed replicas, then micro-batches (complete ones, then a remainder) per bucket.
 
     With ``repack`` a replica's sequences are also packed first-fit decreasing on their real
     lengths across buckets (the remainders of several buckets share a micro-batch, and a bucket's
     shorter sequences fill the room its bound ``L_b`` leaves); the replica keeps whichever of the
-    two micro-batchings has the shorter 1F1B time, so a step never gets slower.
+    two micro-batchings has the shorter 1F1B time, so a step never gets slower. With ``lpt`` the
+    greedy dispatch of :func:`lpt_dispatch` is built too and the step keeps whichever of the two
+    has the shorter step time (the MILP prices buckets, not real lengths, and may stop on its time
+    limit with many replicas, e.g. 32-64 GPUs).
     """
     bucket, bounds = bucketize_lengths(lengths, boundaries)
     lengths = np.asarray(lengths, dtype=np.int64)
@@ -237,7 +240,37 @@ def dispatch(pool: Sequence, replicas: Dict[int, int], lengths: np.ndarray, boun
             if p.replica_time(merged) < p.replica_time(batches):
                 batches = merged
         out[slot] = batches
+    if lpt:
+        other = lpt_dispatch(pool, replicas, lengths)
+        if step_time(pool, other) < step_time(pool, out):
+            out = other
     return out
+
+
+def step_time(pool: Sequence, work: Dict[tuple, List[List[int]]]) -> float:
+    """The step's time (ms): the slowest replica's 1F1B time over its micro-batches."""
+    return max((pool[s].replica_time(batches) for (s, _), batches in work.items()), default=0.0)
+
+
+def lpt_dispatch(pool: Sequence, replicas: Dict[int, int], lengths: np.ndarray) -> Dict[tuple, List[List[int]]]:
+    """Greedy dispatch on real lengths: longest first, to the replica that holds it and would finish it earliest.
+
+    A sequence costs ``t_s(L) + c_s·L/cap_s`` (its share of a full micro-batch's overhead); each
+    replica then packs its sequences first-fit decreasing.
+    """
+    slots = [(s, k) for s, r in sorted(replicas.items()) for k in range(r)]
+    caps = np.array([pool[s].capacity for s, _ in slots])
+    load = np.zeros(len(slots))
+    got: List[List[int]] = [[] for _ in slots]
+    for x in sorted((int(v) for v in np.asarray(lengths)), reverse=True):
+        cost = np.array([pool[s].a * x * x + pool[s].b * x + pool[s].c * x / pool[s].capacity for s, _ in slots])
+        finish = np.where(caps >= x, load + cost, np.inf)
+        j = int(np.argmin(finish))
+        if not np.isfinite(finish[j]):
+            raise PlanError(f"a sequence of {x} tokens fits no replica of the plan")
+        load[j] = finish[j]
+        got[j].append(x)
+    return {slot: _first_fit_decreasing(g, pool[slot[0]].capacity) for slot, g in zip(slots, got)}
 
 
 def _greedy_counts(pool: Sequence, replicas: Dict[int, int], lengths: np.ndarray, bucket: np.ndarray,
@@ -303,13 +336,14 @@ def _first_fit_decreasing(lengths: List[int], capacity: int) -> List[List[int]]:
 
 
 def simulate(pool: Sequence, replicas: Dict[int, int], steps: Sequence[np.ndarray], boundaries: Sequence[int],
-             *, time_limit: float = 2.0, repack: bool = True, microbatch: str = "bucket") -> Dict[str, float]:
+             *, time_limit: float = 2.0, repack: bool = True, microbatch: str = "bucket",
+             lpt: bool = False) -> Dict[str, float]:
     """Replay ``steps`` (one length array each): total and mean step time (s) and GPU-seconds."""
     devices = sum(pool[s].devices * r for s, r in replicas.items())
     times = []
     for lengths in steps:
         work = dispatch(pool, replicas, np.asarray(lengths), boundaries, time_limit=time_limit, repack=repack,
-                        microbatch=microbatch)
+                        microbatch=microbatch, lpt=lpt)
         for (s, _), batches in work.items():
             if any(sum(mb) > pool[s].capacity for mb in batches):  # an invariant of dispatch()
                 raise PlanError(f"a micro-batch exceeds the capacity of {pool[s].label}")

@@ -35,8 +35,12 @@ __all__ = ["step_time_bound", "step_time_bound_integer", "static_plan_bound", "p
 
 
 def _step_lp(pool: Sequence, schemes: list, lengths: np.ndarray, replicas: Optional[Mapping[int, int]],
-             devices: int, home: int, hold: int = 0) -> float:
-    """One LP of :func:`step_time_bound`: the step's longest sequence on scheme ``home`` (ms; inf if infeasible)."""
+             devices: int, home: int, hold: int = 0, counts_out: Optional[dict] = None) -> float:
+    """One LP of :func:`step_time_bound`: the step's longest sequence on scheme ``home`` (ms; inf if infeasible).
+
+    With real-valued counts (``replicas`` None) and a ``counts_out`` dict, the LP's counts
+    ``v_s / T`` are written into it (used to seed integer replica sets).
+    """
     import scipy.sparse as sp
     from scipy.optimize import linprog
 
@@ -105,7 +109,11 @@ def _step_lp(pool: Sequence, schemes: list, lengths: np.ndarray, replicas: Optio
     res = linprog(cost, A_ub=sp.csr_matrix((vals, (rows, cols)), shape=(row, n)), b_ub=r_hi,
                   A_eq=sp.csr_matrix((eq_vals, (eq_rows, eq_cols)), shape=(len(eq_rhs), n)), b_eq=eq_rhs,
                   bounds=np.column_stack([lo, hi]), method="highs")
-    return float(res.fun) if res.status == 0 else float("inf")
+    if res.status != 0:
+        return float("inf")
+    if counts_out is not None and replicas is None and res.x[col_T] > 0:
+        counts_out.update({s: float(res.x[v[s]] / res.x[col_T]) for s in schemes})
+    return float(res.fun)
 
 
 def step_time_bound(pool: Sequence, lengths: np.ndarray, replicas: Optional[Mapping[int, int]] = None,

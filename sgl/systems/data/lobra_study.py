@@ -104,20 +104,22 @@ def sample_steps(tasks: Mapping[str, np.ndarray], per_task: Mapping[str, int], s
 
 
 def best_homogeneous(pool: Sequence, devices: int, longest: int, calib: Sequence[np.ndarray],
-                     bounds: Sequence[int], time_limit: float = 2.0, microbatch: str = "bucket") -> Dict[int, int]:
+                     bounds: Sequence[int], time_limit: float = 2.0, microbatch: str = "bucket",
+                     lpt: bool = False) -> Dict[int, int]:
     """The baseline: of the single schemes that hold ``longest`` on all ``devices``, the fastest on ``calib``."""
     options = [{s: devices // p.devices} for s, p in enumerate(pool)
                if p.capacity >= longest and devices % p.devices == 0]
     if not options:
         return homogeneous_replicas(pool, devices, longest)  # raises the PlanError that names the problem
     return min(options, key=lambda rep: simulate(pool, rep, calib, bounds, time_limit=time_limit,
-                                                 microbatch=microbatch)["total_s"])
+                                                 microbatch=microbatch, lpt=lpt)["total_s"])
 
 
 def lobra_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.ndarray], per_task: Mapping[str, int],
                   steps: int = 10, *, bounds: Optional[Sequence[int]] = None, seed: int = 0,
                   time_limit: float = 2.0, calibration_steps: int = 3, microbatch: str = "bucket",
-                  search: int = 0, bound_sets: int = 0) -> Dict:
+                  search: int = 0, bound_sets: int = 0, local_search: int = 0, local_keep: int = 6,
+                  lpt: bool = False) -> Dict:
     """LobRA (static MILP + per-step dispatch) vs the homogeneous scheme, modelled GPU-seconds.
 
     The static plan is chosen on ``calibration_steps`` batches drawn with another seed (never the
@@ -132,7 +134,14 @@ def lobra_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.ndarray],
     ``search > 0`` and at most ``search`` replica sets (:func:`replica_sets`), every one of them is
     a candidate too: the static choice is then exact on the calibration batches, and
     ``oracle_static`` (every set replayed on the replayed steps themselves, the best static plan
-    in hindsight for this dispatcher) is reported beside it. ``static_bound`` is
+    in hindsight for this dispatcher) is reported beside it. Where the sets are too many for that
+    (32, 64 GPUs) and ``local_search > 0``, :func:`~sgl.systems.data.lobra_search.search_candidates`
+    adds the ``local_keep`` best sets of a hill climb (at most ``local_search`` sets scored by a
+    greedy-dispatch replay of the calibration batches) from the static LP's rounded real-valued counts
+    and from every candidate above; they are replayed on the calibration batches like the rest
+    (``local_candidates`` names them), so the choice is never worse there than without them.
+    ``lpt`` lets every replay (LobRA's, the baseline's, the calibration scores) keep the greedy
+    dispatch of :func:`~sgl.systems.data.lobra.lpt_dispatch` for a step where it is faster. ``static_bound`` is
     :func:`static_plan_bound` on the replayed steps (per-set LPs when there are at most
     ``bound_sets`` replica sets, else only the continuous-count LP) and ``static_ceiling`` the most
     any static replica set with any dispatch could save against the replayed baseline.
@@ -146,8 +155,8 @@ def lobra_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.ndarray],
     bounds = sorted({*(b for b in (bounds or DEFAULT_BOUNDS) if b < cap), cap})
     # a training job is configured for the datasets' longest sequence, whatever one step draws
     longest = int(max(np.max(v) for k, v in tasks.items() if per_task.get(k, 0) > 0))
-    run = dict(time_limit=time_limit, microbatch=microbatch)
-    homo = best_homogeneous(pool, devices, longest, calib, bounds, time_limit, microbatch)
+    run = dict(time_limit=time_limit, microbatch=microbatch, lpt=lpt)
+    homo = best_homogeneous(pool, devices, longest, calib, bounds, time_limit, microbatch, lpt)
     candidates = [homo]
     bucket, b = bucketize_lengths(np.concatenate(calib), bounds)
     top = int(bucketize_lengths(np.array([longest]), bounds)[0][0])
@@ -178,6 +187,13 @@ def lobra_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.ndarray],
             candidates.append(replicas)
     every = replica_sets(pool, devices, longest, limit=search) if search > 0 else None
     candidates += [rep for rep in (every or []) if rep not in candidates]
+    local = []
+    if local_search > 0 and not every:  # too many sets to enumerate: a hill climb scored on the calibration draws
+        from sgl.systems.data.lobra_search import search_candidates
+
+        local = [rep for rep in search_candidates(pool, devices, longest, calib, candidates, max_evals=local_search,
+                                                  keep=local_keep) if rep not in candidates]
+        candidates += local
     scored = [(simulate(pool, rep, calib, bounds, **run)["total_s"], k, rep) for k, rep in enumerate(candidates)]
     _, _, chosen = min(scored)
     ours = simulate(pool, chosen, batches, bounds, **run)
@@ -196,8 +212,10 @@ def lobra_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.ndarray],
     return {"devices": devices, "steps": steps, "per_task": dict(per_task), "bounds": [int(x) for x in bounds],
             "lobra": {**ours, "replicas": label(chosen)}, "homogeneous": {**base, "replicas": label(homo)},
             "candidates": {label(rep): t for t, _, rep in scored},
+            "candidate_sets": [rep for _, _, rep in sorted(scored, key=lambda x: x[:2])],  # by calibration time
             "saving": 1.0 - ours["gpu_seconds"] / base["gpu_seconds"],
-            "microbatch": microbatch, "searched": len(candidates),
+            "microbatch": microbatch, "lpt": lpt, "searched": len(candidates),
+            "local_candidates": [label(rep) for rep in local],
             "oracle_static": None if oracle is None else {"gpu_seconds": oracle["gpu_seconds"],
                                                           "replicas": label(oracle["replicas"])},
             "compute_ceiling": compute_ceiling(pool, np.concatenate(batches), homo),
