@@ -14,7 +14,9 @@
 * LobRA — :mod:`~sgl.systems.data.lora` and :mod:`~sgl.systems.data.lora_train` (multi-LoRA on
   one frozen model, the joint training loop; import torch, so not re-exported here),
   :mod:`~sgl.systems.data.lobra` (replica MILP, dispatch, replay), :mod:`~sgl.systems.data.lobra_study`
-  (comparison, lower bounds), :mod:`~sgl.systems.data.lobra_pool` (the LoRA memory model's scheme pool).
+  (comparison, lower bounds), :mod:`~sgl.systems.data.lobra_pool` (the LoRA memory model's scheme pool),
+  :mod:`~sgl.systems.data.lobra_search` (replica-set hill climb), :mod:`~sgl.systems.data.lobra_dynamic`
+  (per-step reconfiguring plan).
 
 >>> from sgl.systems.data import PackConfig, pack_documents
 >>> r = pack_documents(["a b c"] * 4, PackConfig(window=6, method="bfd"))
@@ -26,7 +28,9 @@ from sgl.systems.data.corpus import (iter_corpus, read_corpus, tokenizer_lengths
                                      wikitext2_sections)
 from sgl.systems.data.datasculpt import PACK_METHODS, PackConfig, PackResult, pack_arrays, pack_documents
 from sgl.systems.data.embed import HiddenStateEncoder, TfidfSvdEncoder
+from sgl.systems.data.lobra_dynamic import dynamic_replay, lobra_dynamic_compare
 from sgl.systems.data.lobra_pool import lobra_pool, lora_pool
+from sgl.systems.data.lobra_search import search_candidates
 from sgl.systems.data.lobra_study import (best_homogeneous, compute_ceiling, gpu_seconds_lower_bound, lobra_compare,
                                           replica_sets, static_plan_bound, step_time_bound)
 from sgl.systems.data.metrics import packing_metrics
@@ -47,5 +51,6 @@ __all__ = ["PackConfig", "PackResult", "PACK_METHODS", "pack_documents", "pack_a
            "pack_wave", "LinkModel", "Schedule", "replay", "validate_schedule", "SpindleConfig", "SpindlePlanner",
            "SpindleResult", "big_pipeline", "even_split", "compare_baselines", "spindle_lower_bound",
            "lobra_compare", "best_homogeneous", "compute_ceiling", "gpu_seconds_lower_bound", "replica_sets",
-           "step_time_bound", "static_plan_bound", "lora_pool", "lobra_pool",
+           "step_time_bound", "static_plan_bound", "lora_pool", "lobra_pool", "search_candidates", "dynamic_replay",
+           "lobra_dynamic_compare",
            "exact_mapping", "mapping_cost"]
