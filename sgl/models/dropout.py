@@ -35,7 +35,7 @@ from torch import nn
 
 from sgl.errors import ConfigError
 
-__all__ = ["FastDropout", "fast_dropout", "dropout_slices"]
+__all__ = ["FastDropout", "fast_dropout", "dropout_slices", "use_fast_dropout"]
 
 _CHUNK = 1 << 15
 

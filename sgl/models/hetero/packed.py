@@ -88,17 +88,6 @@ def is_packed_batch(batch: Sequence[torch.Tensor], num_hops: int) -> bool:
     return len(batch) <= 2 and batch[0].dim() == 2 and len(batch) < num_hops + 1
 
 
-def _prelu(x: torch.Tensor, slopes: torch.Tensor) -> torch.Tensor:
-    """PReLU with one slope per leading (hop) index of ``x`` ``[H, B, F]``."""
-    return hop_prelu(x, slopes)
-
-
-def _hop_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Dropout on ``[H, B, F]``, one mask per hop drawn in hop order (the reference path's RNG order:
-    its :class:`~sgl.models.dropout.FastDropout` layers run once per hop)."""
-    return dropout_slices(x, p, training)
-
-
 def _pre_mlps(model: Any, z: torch.Tensor) -> torch.Tensor:
     """The per-hop 2-layer MLPs on ``z`` ``[H, B, d]`` as two batched matmuls -> ``[H, B, hidden]``."""
     pre = model.gamlp.pre
@@ -107,8 +96,9 @@ def _pre_mlps(model: Any, z: torch.Tensor) -> torch.Tensor:
     w2 = torch.stack([m.layers[1].weight for m in pre]).transpose(1, 2)
     b2 = torch.stack([m.layers[1].bias for m in pre]).unsqueeze(1)
     slopes = torch.cat([m.act.weight for m in pre])
-    h = _prelu(torch.baddbmm(b1, z, w1), slopes)
-    h = _hop_dropout(h, pre[0].dropout.p, model.training)
+    h = hop_prelu(torch.baddbmm(b1, z, w1), slopes)
+    # one mask per hop in hop order: the reference path's FastDropout layers run once per hop
+    h = dropout_slices(h, pre[0].dropout.p, model.training)
     return torch.baddbmm(b2, h, w2)
 
 
@@ -127,7 +117,7 @@ def packed_forward(model: Any, batch: Sequence[torch.Tensor]) -> torch.Tensor:
     x = rows.view(rows.size(0), num_hops, weights.size(1), weights.size(2))
     z = subset_mix(x, weights)                                               # [H, B, d]
     if gamlp.input_dropout.p > 0 and model.training:
-        z = _hop_dropout(z, gamlp.input_dropout.p, True)
+        z = dropout_slices(z, gamlp.input_dropout.p, True)
     hops = list(z.unbind(0))
     if _batched_ok(model):
         inputs = list(_pre_mlps(model, z).unbind(0))

@@ -252,40 +252,50 @@ def step_time(pool: Sequence, work: Dict[tuple, List[List[int]]]) -> float:
     return max((pool[s].replica_time(batches) for (s, _), batches in work.items()), default=0.0)
 
 
-def lpt_dispatch(pool: Sequence, replicas: Dict[int, int], lengths: np.ndarray) -> Dict[tuple, List[List[int]]]:
-    """Greedy dispatch on real lengths: longest first, to the replica that holds it and would finish it earliest.
+def _lpt_assign(pool: Sequence, replicas: Dict[int, int], lengths: np.ndarray,
+                overhead: bool) -> tuple:
+    """Longest first, each sequence to the replica that holds it and would finish it earliest.
 
-    A sequence costs ``t_s(L) + c_s·L/cap_s`` (its share of a full micro-batch's overhead); each
-    replica then packs its sequences first-fit decreasing.
+    A sequence costs ``t_s(L)`` (plus ``c_s·L/cap_s``, its share of a full micro-batch's overhead,
+    with ``overhead``). Returns ``(slots, slot index per sequence, sequence order)``.
     """
     slots = [(s, k) for s, r in sorted(replicas.items()) for k in range(r)]
-    caps = np.array([pool[s].capacity for s, _ in slots])
+    schemes = [pool[s] for s, _ in slots]
+    caps = np.array([p.capacity for p in schemes])
+    a, b = np.array([p.a for p in schemes]), np.array([p.b for p in schemes])
+    c = np.array([p.c for p in schemes]) if overhead else np.zeros(len(slots))
     load = np.zeros(len(slots))
-    got: List[List[int]] = [[] for _ in slots]
-    for x in sorted((int(v) for v in np.asarray(lengths)), reverse=True):
-        cost = np.array([pool[s].a * x * x + pool[s].b * x + pool[s].c * x / pool[s].capacity for s, _ in slots])
-        finish = np.where(caps >= x, load + cost, np.inf)
+    order = np.argsort(-lengths, kind="stable")
+    where = np.empty(lengths.size, dtype=np.int64)
+    for i in order:
+        x = float(lengths[i])
+        finish = np.where(caps >= x, load + (a * x * x + b * x + c * x / caps), np.inf)
         j = int(np.argmin(finish))
         if not np.isfinite(finish[j]):
-            raise PlanError(f"a sequence of {x} tokens fits no replica of the plan")
+            raise PlanError(f"a sequence of {int(lengths[i])} tokens fits no replica of the plan")
         load[j] = finish[j]
-        got[j].append(x)
+        where[i] = j
+    return slots, where, order
+
+
+def lpt_dispatch(pool: Sequence, replicas: Dict[int, int], lengths: np.ndarray) -> Dict[tuple, List[List[int]]]:
+    """Greedy dispatch on real lengths (:func:`_lpt_assign` with each sequence's micro-batch overhead share);
+    each replica then packs its sequences first-fit decreasing."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    slots, where, order = _lpt_assign(pool, replicas, lengths, overhead=True)
+    got: List[List[int]] = [[] for _ in slots]
+    for i in order:
+        got[where[i]].append(int(lengths[i]))
     return {slot: _first_fit_decreasing(g, pool[slot[0]].capacity) for slot, g in zip(slots, got)}
 
 
 def _greedy_counts(pool: Sequence, replicas: Dict[int, int], lengths: np.ndarray, bucket: np.ndarray,
                    buckets: int) -> Dict[tuple, np.ndarray]:
-    """Longest first, each sequence to the replica that holds it and would finish it earliest (per-bucket counts)."""
-    slots = [(s, k) for s, r in sorted(replicas.items()) for k in range(r)]
-    load = {slot: 0.0 for slot in slots}
+    """:func:`_lpt_assign` on ``t_s(L)`` alone, as per-bucket counts per replica."""
+    slots, where, _ = _lpt_assign(pool, replicas, np.asarray(lengths), overhead=False)
     out = {slot: np.zeros(buckets, dtype=np.int64) for slot in slots}
-    for i in np.argsort(-lengths, kind="stable"):
-        fits = [slot for slot in slots if pool[slot[0]].capacity >= lengths[i]]
-        if not fits:
-            raise PlanError(f"a sequence of {int(lengths[i])} tokens fits no replica of the plan")
-        best = min(fits, key=lambda slot: load[slot] + float(pool[slot[0]].seq_time([lengths[i]])[0]))
-        load[best] += float(pool[best[0]].seq_time([lengths[i]])[0])
-        out[best][bucket[i]] += 1
+    for i, j in enumerate(where):
+        out[slots[j]][bucket[i]] += 1
     return out
 
 

@@ -127,15 +127,13 @@ def lobra_dynamic_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.n
     homogeneous replay as LobRA's; ``dynamic["static_gpu_seconds"]`` re-prices LobRA's static set
     from the dynamic plan's own dispatches.
     """
-    from sgl.systems.data.lobra_study import DEFAULT_BOUNDS, lobra_compare, sample_steps
+    from sgl.systems.data.lobra_study import lobra_compare, replayed_steps
 
     check_int(top, "top", minimum=1, error=PlanError)
     _check_bandwidth(bandwidth_gbps)
     r = lobra_compare(pool, devices, tasks, per_task, steps, **compare_kw)
-    cap = max(p.capacity for p in pool)
-    kept = {k: np.asarray(v)[np.asarray(v) <= cap] for k, v in tasks.items()}
-    batches = sample_steps(kept, per_task, steps, compare_kw.get("seed", 0))  # lobra_compare's replayed steps
-    bounds = sorted({*(b for b in (compare_kw.get("bounds") or DEFAULT_BOUNDS) if b < cap), cap})
+    _, batches = replayed_steps(pool, tasks, per_task, steps, compare_kw.get("seed", 0))  # lobra_compare's steps
+    bounds = r["bounds"]
     sets = r["candidate_sets"][:top]
     d = dynamic_replay(pool, sets, batches, bounds, start=sets[0], bandwidth_gbps=bandwidth_gbps, rank=rank,
                        adapters=len(tasks) if adapters is None else adapters,

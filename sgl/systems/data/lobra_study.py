@@ -103,6 +103,15 @@ def sample_steps(tasks: Mapping[str, np.ndarray], per_task: Mapping[str, int], s
             for _ in range(steps)]
 
 
+def replayed_steps(pool: Sequence, tasks: Mapping[str, np.ndarray], per_task: Mapping[str, int], steps: int,
+                   seed: int) -> tuple:
+    """``(tasks, batches)``: the tasks without sequences longer than every scheme holds, and the
+    ``steps`` joint batches :func:`lobra_compare` replays for ``seed``."""
+    cap = max(p.capacity for p in pool)
+    kept = {k: np.asarray(v)[np.asarray(v) <= cap] for k, v in tasks.items()}
+    return kept, sample_steps(kept, per_task, steps, seed)
+
+
 def best_homogeneous(pool: Sequence, devices: int, longest: int, calib: Sequence[np.ndarray],
                      bounds: Sequence[int], time_limit: float = 2.0, microbatch: str = "bucket",
                      lpt: bool = False) -> Dict[int, int]:
@@ -149,8 +158,7 @@ def lobra_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.ndarray],
     check_int(devices, "devices", minimum=1, error=PlanError)
     check_int(calibration_steps, "calibration_steps", minimum=1, error=PlanError)
     cap = max(p.capacity for p in pool)
-    tasks = {k: np.asarray(v)[np.asarray(v) <= cap] for k, v in tasks.items()}
-    batches = sample_steps(tasks, per_task, steps, seed)
+    tasks, batches = replayed_steps(pool, tasks, per_task, steps, seed)
     calib = sample_steps(tasks, per_task, calibration_steps, seed + 7919)
     bounds = sorted({*(b for b in (bounds or DEFAULT_BOUNDS) if b < cap), cap})
     # a training job is configured for the datasets' longest sequence, whatever one step draws
