@@ -151,11 +151,12 @@ def bench_lm(root: str, args) -> list:
 def bench_lobra(root: str, steps: int, devices: int, search: int = 64, microbatches=("tokens", "bucket"),
                 pool_kind: str = "lora", rank: int = 16, bound_sets: int = 256, scale_batch: bool = True,
                 local_search: int = 300, local_keep: int = 6, dynamic_top: int = 0,
-                bandwidth_gbps: float = 150.0, mixes_only=None, lpt: bool = False) -> dict:
+                bandwidth_gbps: float = 150.0, mixes_only=None, lpt: bool = False,
+                integer_bound: bool = False) -> dict:
     from sgl.systems.data import wikitext2_sections
     from sgl.systems.data.lobra_dynamic import lobra_dynamic_compare
     from sgl.systems.data.lobra_pool import lobra_pool
-    from sgl.systems.data.lobra_study import lobra_compare
+    from sgl.systems.data.lobra_study import lobra_compare, static_floor
     from sgl.systems.seq import read_lengths
     from sgl.systems.text import load_sst2
 
@@ -185,7 +186,9 @@ def bench_lobra(root: str, steps: int, devices: int, search: int = 64, microbatc
           "cheapest scheme per sequence, no bubbles); ceiling = 1 - bound / homogeneous; oracle = the best static "
           "replica set in hindsight (all sets replayed on the replayed steps); static LP = the fewest GPU-seconds "
           f"any static replica set with any dispatch can take (per-set LPs when at most {bound_sets} sets, else "
-          "real-valued replica counts), static ceiling = 1 - static LP / homogeneous"
+          "real-valued replica counts"
+          + ("; integer = integer replica counts re-chosen every step, a bound on every static set" if integer_bound
+             else "") + "), static ceiling = 1 - static LP / homogeneous"
           + (f"; dynamic = the replica set re-chosen every step among the {dynamic_top} best calibration candidates "
              f"(step time + re-shard of the changed replicas' model state at {bandwidth_gbps:g} GB/s per GPU), "
              "'as static' = LobRA's set priced from the same dispatches" if dynamic_top else "") + "\n")
@@ -198,7 +201,7 @@ def bench_lobra(root: str, steps: int, devices: int, search: int = 64, microbatc
         for microbatch in microbatches:
             started = time.perf_counter()
             kw = dict(microbatch=microbatch, search=search, bound_sets=bound_sets, local_search=local_search,
-                      local_keep=local_keep, lpt=lpt)
+                      local_keep=local_keep, lpt=lpt, integer_bound=integer_bound)
             r = (lobra_dynamic_compare(pool, devices, tasks, mix, steps, top=dynamic_top, bandwidth_gbps=bandwidth_gbps,
                                        rank=rank, **kw) if dynamic_top else lobra_compare(pool, devices, tasks, mix,
                                                                                            steps, **kw))
@@ -208,14 +211,16 @@ def bench_lobra(root: str, steps: int, devices: int, search: int = 64, microbatc
             r["seconds"] = time.perf_counter() - started
             out[f"{name}/{microbatch}"] = r
             oracle, static = r["oracle_static"], r["static_bound"]
-            lp = static["gpu_seconds"] if static["gpu_seconds"] is not None else static["continuous_gpu_seconds"]
+            lp = static_floor(static)
+            kind = ("" if static["gpu_seconds"] is not None else
+                    " (integer counts)" if static.get("integer_gpu_seconds") is not None else " (real counts)")
             print(f"| {name} ({', '.join(f'{n} {k}' for k, n in mix.items())}) | {microbatch} | "
                   f"{r['homogeneous']['replicas']} | {r['homogeneous']['gpu_seconds']:.1f} | "
                   f"{r['lobra']['replicas']}{' *' if r['lobra']['replicas'] in r['local_candidates'] else ''} | "
                   f"{r['lobra']['gpu_seconds']:.1f} | {100 * r['saving']:.1f} % | "
                   f"{'–' if oracle is None else format(oracle['gpu_seconds'], '.1f')} | "
                   f"{r['lower_bound_gpu_seconds']:.1f} | {100 * r['ceiling']:.1f} % | "
-                  f"{lp:.1f}{'' if static['gpu_seconds'] is not None else ' (real counts)'} | "
+                  f"{lp:.1f}{kind} | "
                   f"{100 * r['static_ceiling']:.1f} % |{more}", flush=True)
             assert r["lower_bound_gpu_seconds"] <= min(r["lobra"]["gpu_seconds"], r["homogeneous"]["gpu_seconds"])
             assert lp <= r["lobra"]["gpu_seconds"] * (1 + 1e-9)
@@ -288,6 +293,19 @@ def main() -> None:
                         help="static LP bound per replica set when there are at most this many")
     parser.add_argument("--lobra-fixed-batch", action="store_true",
                         help="keep 16 GPUs' sequences per step on larger clusters (default: scale with --devices)")
+    parser.add_argument("--lobra-local-search", type=int, default=300,
+                        help="hill-climb evaluations when the replica sets are too many to enumerate (0 = off)")
+    parser.add_argument("--lobra-local-keep", type=int, default=6, help="best hill-climb sets kept as candidates")
+    parser.add_argument("--lobra-lpt", action="store_true",
+                        help="also dispatch every step greedily (longest first) and keep the faster dispatch")
+    parser.add_argument("--lobra-dynamic-top", type=int, default=0,
+                        help="re-choose the replica set every step among this many calibration candidates (0 = static)")
+    parser.add_argument("--lobra-bandwidth", type=float, default=150.0,
+                        help="GB/s per GPU for re-sharding model state in the dynamic plan")
+    parser.add_argument("--lobra-mixes", default=None,
+                        help="comma-separated subset of long-heavy,short-heavy,mostly-short (default all)")
+    parser.add_argument("--lobra-integer-bound", action="store_true",
+                        help="also bound every static set with integer replica counts (one MILP bisection per step)")
     parser.add_argument("--devices", default="16", help="lobra part: GPUs, comma-separated (e.g. 16,32,64)")
     parser.add_argument("--window", type=int, default=2048, help="pack part: tokens (words) per window")
     parser.add_argument("--repeats", type=int, default=3)
@@ -327,9 +345,13 @@ def main() -> None:
     if args.part in ("all", "lm"):
         out["lm"] = bench_lm(args.root, args)
     if args.part in ("all", "lobra"):
+        mixes = None if args.lobra_mixes is None else args.lobra_mixes.split(",")
         out["lobra"] = {n: bench_lobra(args.root, args.lobra_steps, int(n), args.lobra_search,
                                        args.lobra_microbatch.split(","), args.lobra_pool, args.lobra_rank,
-                                       args.lobra_bound_sets, not args.lobra_fixed_batch)
+                                       args.lobra_bound_sets, not args.lobra_fixed_batch,
+                                       local_search=args.lobra_local_search, local_keep=args.lobra_local_keep,
+                                       dynamic_top=args.lobra_dynamic_top, bandwidth_gbps=args.lobra_bandwidth,
+                                       mixes_only=mixes, lpt=args.lobra_lpt, integer_bound=args.lobra_integer_bound)
                         for n in args.devices.split(",")}
     if args.part in ("all", "spindle"):
         out["spindle"] = bench_spindle()

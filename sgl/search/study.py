@@ -166,8 +166,11 @@ def _make_sampler(config: SearchConfig, offset: int):
     if config.optimizer == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if config.optimizer == "gp":
-        # Gaussian-process Bayesian optimisation; log-EHVI acquisition with several objectives
-        return optuna.samplers.GPSampler(n_startup_trials=config.startup_trials, seed=seed)
+        # Gaussian-process Bayesian optimisation; log-EHVI acquisition with several objectives. The
+        # space's conditional parameters (post-processing op/message) are sampled independently by
+        # design (docs/search.md): no warning per trial for that
+        return optuna.samplers.GPSampler(n_startup_trials=config.startup_trials, seed=seed,
+                                         warn_independent_sampling=False)
     if config.optimizer == "nsga2":
         population = max(4, min(20, config.trials // 3))
         return optuna.samplers.NSGAIISampler(population_size=population, seed=seed)

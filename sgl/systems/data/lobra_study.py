@@ -49,7 +49,7 @@ from sgl.errors import PlanError
 from sgl.systems.data.lobra import bucket_moments, bucketize_lengths, homogeneous_replicas, plan_replicas, simulate
 from sgl.systems.data.lobra_bound import per_token_ceiling, replica_sets, static_plan_bound, step_time_bound  # noqa: F401
 
-__all__ = ["compute_ceiling", "gpu_seconds_lower_bound", "replica_sets", "sample_steps", "best_homogeneous",
+__all__ = ["static_floor", "compute_ceiling", "gpu_seconds_lower_bound", "replica_sets", "sample_steps", "best_homogeneous",
            "lobra_compare", "DEFAULT_BOUNDS", "step_time_bound", "static_plan_bound",
            "per_token_ceiling"]
 
@@ -124,11 +124,19 @@ def best_homogeneous(pool: Sequence, devices: int, longest: int, calib: Sequence
                                                  microbatch=microbatch, lpt=lpt)["total_s"])
 
 
+def static_floor(static: Mapping) -> float:
+    """The tightest GPU-seconds bound of a :func:`static_plan_bound` result (per-set, else integer, else continuous)."""
+    for key in ("gpu_seconds", "integer_gpu_seconds", "continuous_gpu_seconds"):
+        if static.get(key) is not None:
+            return float(static[key])
+    raise PlanError("a static bound without any GPU-seconds figure")
+
+
 def lobra_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.ndarray], per_task: Mapping[str, int],
                   steps: int = 10, *, bounds: Optional[Sequence[int]] = None, seed: int = 0,
                   time_limit: float = 2.0, calibration_steps: int = 3, microbatch: str = "bucket",
                   search: int = 0, bound_sets: int = 0, local_search: int = 0, local_keep: int = 6,
-                  lpt: bool = False) -> Dict:
+                  lpt: bool = False, integer_bound: bool = False) -> Dict:
     """LobRA (static MILP + per-step dispatch) vs the homogeneous scheme, modelled GPU-seconds.
 
     The static plan is chosen on ``calibration_steps`` batches drawn with another seed (never the
@@ -154,6 +162,10 @@ def lobra_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.ndarray],
     :func:`static_plan_bound` on the replayed steps (per-set LPs when there are at most
     ``bound_sets`` replica sets, else only the continuous-count LP) and ``static_ceiling`` the most
     any static replica set with any dispatch could save against the replayed baseline.
+    ``integer_bound`` adds the integer-count bound (:func:`step_time_bound_integer` on every
+    replayed step, integer replica counts re-chosen per step): tighter than the continuous LP and
+    cheap where the sets are too many to enumerate; the static ceiling then uses the tightest
+    bound computed.
     """
     check_int(devices, "devices", minimum=1, error=PlanError)
     check_int(calibration_steps, "calibration_steps", minimum=1, error=PlanError)
@@ -211,10 +223,10 @@ def lobra_compare(pool: Sequence, devices: int, tasks: Mapping[str, np.ndarray],
         oracle = min((simulate(pool, rep, batches, bounds, **run)["gpu_seconds"], k) for k, rep in enumerate(every))
         oracle = {"gpu_seconds": oracle[0], "replicas": every[oracle[1]]}
     bound = gpu_seconds_lower_bound(pool, batches)
-    static = static_plan_bound(pool, devices, batches, longest, limit=max(bound_sets, 1))
+    static = static_plan_bound(pool, devices, batches, longest, limit=max(bound_sets, 1), integer=integer_bound)
     if bound_sets <= 0:
         static.update(gpu_seconds=None, replicas=None, per_step_gpu_seconds=None, sets=None)
-    floor = static["gpu_seconds"] if static["gpu_seconds"] is not None else static["continuous_gpu_seconds"]
+    floor = static_floor(static)
     ceiling = 1.0 - bound / base["gpu_seconds"]
     label = lambda rep: ", ".join(f"{r}x {pool[s].label}" for s, r in sorted(rep.items()))  # noqa: E731
     return {"devices": devices, "steps": steps, "per_task": dict(per_task), "bounds": [int(x) for x in bounds],

@@ -7,7 +7,7 @@ import pytest
 from sgl.errors import PlanError
 from sgl.systems.data.lobra import dispatch
 from sgl.systems.data.lobra_study import (gpu_seconds_lower_bound, lobra_compare, per_token_ceiling, replica_sets,
-                                          static_plan_bound, step_time_bound)
+                                          replayed_steps, static_floor, static_plan_bound, step_time_bound)
 from sgl.systems.seq import SeqStrategy, StrategyCost
 
 
@@ -100,6 +100,28 @@ def test_static_plan_bound_orders_and_caps_lobra():
     assert without["static_bound"]["gpu_seconds"] is None  # only the real-count LP without bound_sets
     assert without["static_ceiling"] == pytest.approx(
         1 - without["static_bound"]["continuous_gpu_seconds"] / without["homogeneous"]["gpu_seconds"])
+
+
+def test_integer_bound_sits_between_real_counts_and_every_static_set():
+    rng = np.random.default_rng(2)
+    tasks = {"short": rng.integers(20, 400, 300), "long": rng.integers(3000, 7000, 50)}
+    kw = dict(steps=2, bounds=(256, 512, 1000, 1500, 8000), calibration_steps=1, time_limit=1.0)
+    r = lobra_compare(_pool(), 8, tasks, {"short": 24, "long": 1}, integer_bound=True, **kw)
+    st = r["static_bound"]
+    assert st["gpu_seconds"] is None and st["integer_gpu_seconds"] is not None
+    assert st["continuous_gpu_seconds"] <= st["integer_gpu_seconds"] * (1 + 1e-9)
+    assert st["integer_gpu_seconds"] <= r["lobra"]["gpu_seconds"] * (1 + 1e-6)
+    # the ceiling uses the tightest bound computed: the integer one here
+    assert static_floor(st) == st["integer_gpu_seconds"]
+    assert r["static_ceiling"] == pytest.approx(1 - st["integer_gpu_seconds"] / r["homogeneous"]["gpu_seconds"])
+    every = static_plan_bound(_pool(), 8, r_steps(tasks, kw), int(tasks["long"].max()), limit=64)
+    assert st["integer_gpu_seconds"] <= every["gpu_seconds"] * (1 + 2e-3)  # bisection tolerance 1e-3
+    with pytest.raises(PlanError, match="without any"):
+        static_floor({"gpu_seconds": None, "continuous_gpu_seconds": None})
+
+
+def r_steps(tasks, kw):
+    return replayed_steps(_pool(), tasks, {"short": 24, "long": 1}, kw["steps"], 0)[1]
 
 
 def test_bound_errors():
