@@ -16,6 +16,9 @@ Parts (``--part``, default all that are built):
   set in hindsight and the static-plan LP bound (any static replica set, any dispatch);
   token-packed and per-bucket micro-batches; ``--devices 16,32,64`` (sequences per step scaled
   with the GPUs unless ``--lobra-fixed-batch``).
+* ``lobra-oracle`` — every static replica set replayed with the greedy dispatch on the replayed
+  steps (the best static set in hindsight) beside the real- and integer-count static bounds;
+  ``--devices 32 --lobra-mixes mostly-short`` takes ~8 min (2,804 sets).
 * ``spindle`` — Spindle's wavefront plan vs one big pipeline and an even split per task on a
   synthetic 4-task multi-modal DAG, 8–64 GPUs (modelled seconds from the operators' curves);
   P2P seconds of the exact, greedy and first-fit device mappings, and greedy vs exact on small
@@ -148,28 +151,81 @@ def bench_lm(root: str, args) -> list:
     return rows
 
 
+LOBRA_MIXES = {"long-heavy": {"wikipedia": 16, "wikitext2": 16, "sst2": 64},
+               "short-heavy": {"wikipedia": 4, "wikitext2": 16, "sst2": 256},
+               "mostly-short": {"wikipedia": 1, "wikitext2": 8, "sst2": 512}}  # sequences per step on 16 GPUs
+
+
+def _lobra_tasks(root: str) -> dict:
+    """The three tasks' real lengths: FlexSP Wikipedia tokens, WikiText-2 sections and SST-2 sentences in words."""
+    from sgl.systems.data import wikitext2_sections
+    from sgl.systems.seq import read_lengths
+    from sgl.systems.text import load_sst2
+
+    return {"wikipedia": read_lengths(Path(root) / "seqlen" / "wikipedia.txt"),
+            "wikitext2": np.array([len(t.split()) for t in wikitext2_sections(root, "train")[0]]),
+            "sst2": np.array([max(1, len(t.split())) for t in load_sst2(root, "train")[0]])}
+
+
+def _lobra_mixes(devices: int, scale_batch: bool = True, only=None) -> dict:
+    """:data:`LOBRA_MIXES` (or the ``only`` ones), scaled to the same sequences per GPU on a larger cluster."""
+    unknown = set(only or ()) - set(LOBRA_MIXES)
+    if unknown:
+        raise SystemExit(f"unknown LobRA mix {sorted(unknown)}; available: {', '.join(LOBRA_MIXES)}")
+    scale = max(1, devices // 16) if scale_batch else 1
+    return {name: {k: n * scale for k, n in mix.items()} for name, mix in LOBRA_MIXES.items()
+            if only is None or name in only}
+
+
+def bench_lobra_oracle(root: str, steps: int, devices: int, mixes_only=None, rank: int = 16) -> dict:
+    """Every static replica set replayed with the greedy dispatch on the replayed steps (the best one in
+    hindsight), beside the real-count and integer-count static bounds; modelled GPU-seconds."""
+    from sgl.systems.data.lobra import homogeneous_replicas
+    from sgl.systems.data.lobra_pool import lobra_pool
+    from sgl.systems.data.lobra_search import greedy_ms
+    from sgl.systems.data.lobra_study import replayed_steps, replica_sets, static_plan_bound
+
+    tasks = _lobra_tasks(root)
+    pool = lobra_pool("lora", devices, rank=rank, adapters=len(tasks))
+    label = lambda rep: ", ".join(f"{r}x {pool[s].label}" for s, r in sorted(rep.items()))  # noqa: E731
+    print(f"\nLobRA static oracle on {devices} GPUs, {steps} replayed steps, greedy (longest-first) dispatch\n\n"
+          "| mix | sets | homogeneous GPU-s | best static set in hindsight | GPU-s | saved | static LP (real counts) | "
+          "integer counts | static ceiling | seconds |\n|---|---|---|---|---|---|---|---|---|---|")
+    out = {}
+    for name, mix in _lobra_mixes(devices, True, mixes_only).items():
+        started = time.perf_counter()
+        kept, batches = replayed_steps(pool, tasks, mix, steps, 0)  # the steps lobra_compare replays (seed 0)
+        longest = int(max(np.max(v) for k, v in kept.items() if mix.get(k, 0) > 0))
+        bound = static_plan_bound(pool, devices, batches, longest, limit=1, integer=True)
+        homo = homogeneous_replicas(pool, devices, longest)
+        base = greedy_ms(pool, homo, batches) * devices / 1000.0
+        sets = replica_sets(pool, devices, longest, limit=10 ** 6)
+        best_ms, best = min((greedy_ms(pool, rep, batches), k) for k, rep in enumerate(sets))
+        best_s = best_ms * devices / 1000.0
+        tight = max(bound["continuous_gpu_seconds"], bound["integer_gpu_seconds"])
+        out[name] = {"sets": len(sets), "homogeneous_gpu_seconds": base, "oracle_gpu_seconds": best_s,
+                     "oracle_replicas": label(sets[best]), "saving": 1.0 - best_s / base, "static_bound": bound,
+                     "static_ceiling": 1.0 - tight / base, "seconds": time.perf_counter() - started}
+        print(f"| {name} | {len(sets):,} | {base:.2f} | {label(sets[best])} | {best_s:.2f} | "
+              f"{100 * out[name]['saving']:.1f} % | {bound['continuous_gpu_seconds']:.2f} | "
+              f"{bound['integer_gpu_seconds']:.2f} | {100 * out[name]['static_ceiling']:.1f} % | "
+              f"{out[name]['seconds']:.0f} |", flush=True)
+        assert tight <= best_s * (1 + 2e-3)
+    return out
+
+
 def bench_lobra(root: str, steps: int, devices: int, search: int = 64, microbatches=("tokens", "bucket"),
                 pool_kind: str = "lora", rank: int = 16, bound_sets: int = 256, scale_batch: bool = True,
                 local_search: int = 300, local_keep: int = 6, dynamic_top: int = 0,
                 bandwidth_gbps: float = 150.0, mixes_only=None, lpt: bool = False,
                 integer_bound: bool = False) -> dict:
-    from sgl.systems.data import wikitext2_sections
     from sgl.systems.data.lobra_dynamic import lobra_dynamic_compare
     from sgl.systems.data.lobra_pool import lobra_pool
     from sgl.systems.data.lobra_study import lobra_compare, static_floor
-    from sgl.systems.seq import read_lengths
-    from sgl.systems.text import load_sst2
 
-    tasks = {"wikipedia": read_lengths(Path(root) / "seqlen" / "wikipedia.txt"),
-             "wikitext2": np.array([len(t.split()) for t in wikitext2_sections(root, "train")[0]]),
-             "sst2": np.array([max(1, len(t.split())) for t in load_sst2(root, "train")[0]])}
+    tasks = _lobra_tasks(root)
     pool = lobra_pool(pool_kind, devices, rank=rank, adapters=len(tasks))
-    scale = max(1, devices // 16) if scale_batch else 1  # the same sequences per GPU on a larger cluster
-    mixes = {name: {k: n * scale for k, n in mix.items()} for name, mix in
-             {"long-heavy": {"wikipedia": 16, "wikitext2": 16, "sst2": 64},
-              "short-heavy": {"wikipedia": 4, "wikitext2": 16, "sst2": 256},
-              "mostly-short": {"wikipedia": 1, "wikitext2": 8, "sst2": 512}}.items()
-             if mixes_only is None or name in mixes_only}
+    mixes = _lobra_mixes(devices, scale_batch, mixes_only)
     memory = (f"LoRA memory model: frozen bf16 base, {len(tasks)} rank-{rank} adapters" if pool_kind == "lora"
               else "full fine-tuning memory model")
     print(f"\nLobRA on {devices} GPUs (Hydraulis 7B A100-40GB schemes, {memory}; profiled full fine-tuning times; "
@@ -281,7 +337,7 @@ def mapping_vs_greedy(trials: int = 40, seed: int = 3) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", default=str(ROOT.parent / "shared" / "datasets"))
-    parser.add_argument("--part", default="all", choices=("all", "pack", "lm", "lobra", "spindle"))
+    parser.add_argument("--part", default="all", choices=("all", "pack", "lm", "lobra", "lobra-oracle", "spindle"))
     parser.add_argument("--lobra-steps", type=int, default=10)
     parser.add_argument("--lobra-search", type=int, default=64,
                         help="replica sets tried exhaustively when at most this many")
@@ -353,6 +409,10 @@ def main() -> None:
                                        dynamic_top=args.lobra_dynamic_top, bandwidth_gbps=args.lobra_bandwidth,
                                        mixes_only=mixes, lpt=args.lobra_lpt, integer_bound=args.lobra_integer_bound)
                         for n in args.devices.split(",")}
+    if args.part == "lobra-oracle":  # minutes per mix at 32 GPUs (2,804 sets): never part of "all"
+        mixes = None if args.lobra_mixes is None else args.lobra_mixes.split(",")
+        out["lobra_oracle"] = {n: bench_lobra_oracle(args.root, args.lobra_steps, int(n), mixes, args.lobra_rank)
+                               for n in args.devices.split(",")}
     if args.part in ("all", "spindle"):
         out["spindle"] = bench_spindle()
     if args.json:

@@ -114,14 +114,11 @@ def test_integer_bound_sits_between_real_counts_and_every_static_set():
     # the ceiling uses the tightest bound computed: the integer one here
     assert static_floor(st) == st["integer_gpu_seconds"]
     assert r["static_ceiling"] == pytest.approx(1 - st["integer_gpu_seconds"] / r["homogeneous"]["gpu_seconds"])
-    every = static_plan_bound(_pool(), 8, r_steps(tasks, kw), int(tasks["long"].max()), limit=64)
+    replayed = replayed_steps(_pool(), tasks, {"short": 24, "long": 1}, kw["steps"], 0)[1]
+    every = static_plan_bound(_pool(), 8, replayed, int(tasks["long"].max()), limit=64)
     assert st["integer_gpu_seconds"] <= every["gpu_seconds"] * (1 + 2e-3)  # bisection tolerance 1e-3
     with pytest.raises(PlanError, match="without any"):
         static_floor({"gpu_seconds": None, "continuous_gpu_seconds": None})
-
-
-def r_steps(tasks, kw):
-    return replayed_steps(_pool(), tasks, {"short": 24, "long": 1}, kw["steps"], 0)[1]
 
 
 def test_bound_errors():
