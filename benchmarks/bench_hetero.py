@@ -63,7 +63,14 @@ GRIDS: Dict[str, Dict[str, Any]] = {
         {"k": 3, "label_hops": 3, "batch_norm": False, "pre_process": True, "attention": "recursive"},
         {"k": 3, "label_hops": 3, "batch_norm": False, "pre_process": True, "hidden": 64},
         {"k": 3, "label_hops": 3, "batch_norm": False, "pre_process": True, "input_dropout": 0.1},
-        {"k": 3, "label_hops": 3, "batch_norm": False, "pre_process": True, "weight_decay": 5e-4}]},
+        {"k": 3, "label_hops": 3, "batch_norm": False, "pre_process": True, "weight_decay": 5e-4},
+        # round 5: GAMLP's own output dropout (0.8, the homogeneous model's default) and RLU, the
+        # multi-stage self-distillation of GAMLP's ogbn-mag entry (2 stages, confident at p > 0.7)
+        {"k": 3, "label_hops": 3, "batch_norm": False, "pre_process": True, "hidden": 64, "dropout": 0.8},
+        {"k": 3, "label_hops": 3, "batch_norm": False, "pre_process": True, "hidden": 64, "dropout": 0.8,
+         "rlu": {"stages": [150, 150], "threshold": 0.7}},
+        {"k": 3, "label_hops": 3, "batch_norm": False, "pre_process": True, "attention": "recursive",
+         "rlu": {"stages": [150, 150], "threshold": 0.7}}]},
     # R-GCN gets a comparable grid (width, dropout, weight decay), chosen the same way
     "rgcn": {"train": {"lr": 0.01, "weight_decay": 5e-4}, "settings": [
         {"hidden": 64, "num_layers": 2}, {"hidden": 128, "num_layers": 2},
@@ -73,14 +80,17 @@ GRIDS: Dict[str, Dict[str, Any]] = {
 }
 
 
-#: setting keys that are training options, not model options
+#: setting keys that are training options, not model options (``rlu``: RLU stages, see _fit)
 _TRAIN_KEYS = ("lr", "weight_decay")
 
 
 def _fit(name: str, graph: Any, setting: Dict[str, Any], train: Dict[str, Any], seed: int,
          features_cache: Dict[str, Any]) -> Dict[str, Any]:
+    """One seed of one setting; a setting with ``"rlu": {...}`` (:class:`~sgl.tasks.rlu.RLUConfig`
+    fields) trains through :func:`~sgl.tasks.rlu.train_rlu` and reports its last stage."""
     train = {**train, **{key: setting[key] for key in _TRAIN_KEYS if key in setting}}
-    setting = {key: value for key, value in setting.items() if key not in _TRAIN_KEYS}
+    rlu = setting.get("rlu")
+    setting = {key: value for key, value in setting.items() if key not in _TRAIN_KEYS + ("rlu",)}
     cfg = model_config(name, **setting)
     model = build_model(name, graph, graph.num_classes, cfg)
     key = json.dumps([name, setting], sort_keys=True)
@@ -88,6 +98,11 @@ def _fit(name: str, graph: Any, setting: Dict[str, Any], train: Dict[str, Any], 
         features_cache[key] = model.precompute(graph)
     train_cfg = TrainConfig(**{**default_train_config(name), "epochs": 150, "patience": 50, **train,
                                "progress": False})
+    if rlu is not None:
+        from sgl.tasks.rlu import RLUConfig, train_rlu
+
+        factory = lambda: build_model(name, graph, graph.num_classes, cfg)  # noqa: E731
+        return train_rlu(factory, graph, train_cfg, RLUConfig(**rlu), seed=seed, features=features_cache[key])
     return Trainer(train_cfg).fit(model, features_cache[key], graph, seed=seed)
 
 
