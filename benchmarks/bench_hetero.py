@@ -80,30 +80,38 @@ GRIDS: Dict[str, Dict[str, Any]] = {
 }
 
 
-#: setting keys that are training options, not model options (``rlu``: RLU stages, see _fit)
+#: setting keys that are training options, not model options
 _TRAIN_KEYS = ("lr", "weight_decay")
+
+
+def _split_setting(setting: Dict[str, Any]) -> tuple:
+    """A grid setting -> ``(model options, training overrides, RLUConfig or None)``; the RLU
+    options are checked here, before any precompute."""
+    from sgl.tasks.rlu import RLUConfig
+
+    train = {key: setting[key] for key in _TRAIN_KEYS if key in setting}
+    options = {key: value for key, value in setting.items() if key not in _TRAIN_KEYS and key != "rlu"}
+    rlu = RLUConfig(**setting["rlu"]) if "rlu" in setting else None
+    return options, train, rlu
 
 
 def _fit(name: str, graph: Any, setting: Dict[str, Any], train: Dict[str, Any], seed: int,
          features_cache: Dict[str, Any]) -> Dict[str, Any]:
     """One seed of one setting; a setting with ``"rlu": {...}`` (:class:`~sgl.tasks.rlu.RLUConfig`
     fields) trains through :func:`~sgl.tasks.rlu.train_rlu` and reports its last stage."""
-    train = {**train, **{key: setting[key] for key in _TRAIN_KEYS if key in setting}}
-    rlu = setting.get("rlu")
-    setting = {key: value for key, value in setting.items() if key not in _TRAIN_KEYS + ("rlu",)}
+    setting, overrides, rlu = _split_setting(setting)
     cfg = model_config(name, **setting)
-    model = build_model(name, graph, graph.num_classes, cfg)
+    factory = lambda: build_model(name, graph, graph.num_classes, cfg)  # noqa: E731
     key = json.dumps([name, setting], sort_keys=True)
     if key not in features_cache:
-        features_cache[key] = model.precompute(graph)
-    train_cfg = TrainConfig(**{**default_train_config(name), "epochs": 150, "patience": 50, **train,
+        features_cache[key] = factory().precompute(graph)
+    train_cfg = TrainConfig(**{**default_train_config(name), "epochs": 150, "patience": 50, **train, **overrides,
                                "progress": False})
     if rlu is not None:
-        from sgl.tasks.rlu import RLUConfig, train_rlu
+        from sgl.tasks.rlu import train_rlu
 
-        factory = lambda: build_model(name, graph, graph.num_classes, cfg)  # noqa: E731
-        return train_rlu(factory, graph, train_cfg, RLUConfig(**rlu), seed=seed, features=features_cache[key])
-    return Trainer(train_cfg).fit(model, features_cache[key], graph, seed=seed)
+        return train_rlu(factory, graph, train_cfg, rlu, seed=seed, features=features_cache[key])
+    return Trainer(train_cfg).fit(factory(), features_cache[key], graph, seed=seed)
 
 
 def _summary(values: List[float]) -> Dict[str, float]:
