@@ -3,6 +3,8 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
+# Pins for our own venv only (the CPU torch wheel on this machine's disk); setup.cfg keeps floors.
+PIP    := $(PY) -m pip install --quiet -c constraints.txt
 # Real dataset files for the tests, when the shared folder is present.
 SGL_TEST_DATA ?= $(abspath $(wildcard ../shared/datasets))
 export SGL_TEST_DATA
@@ -12,12 +14,12 @@ export SGL_TEST_DATA
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: $(VENV)/bin/python setup.cfg pyproject.toml
-	$(PY) -m pip install --quiet -e .
+$(VENV)/.installed: $(VENV)/bin/python setup.cfg pyproject.toml constraints.txt
+	$(PIP) -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/bin/python setup.cfg pyproject.toml
-	$(PY) -m pip install --quiet -e '.[test]'
+$(VENV)/.installed-test: $(VENV)/bin/python setup.cfg pyproject.toml constraints.txt
+	$(PIP) -e '.[test]'
 	touch $(VENV)/.installed $@
 
 install: $(VENV)/.installed

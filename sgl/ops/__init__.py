@@ -25,6 +25,7 @@ from sgl.ops.hetero import (
     sample_relation_subsets,
     type_neighbours,
 )
+from sgl.ops.hetero_align import align_type_features, aligned_width, type_blocks
 from sgl.ops.hetero_embed import transe_embeddings, transe_loss
 from sgl.ops.hetero_metapath import (
     check_metapath,
@@ -69,7 +70,7 @@ __all__ = [
     "propagation_cache_key",
     "DEFAULT_CHUNK_BYTES",
     "FusedAdjacency", "csr_spmm", "fused_adjacency", "bandwidth", "rcm_order", "reorder_graph",
-    "fill_featureless", "transe_embeddings", "transe_loss",
+    "fill_featureless", "transe_embeddings", "transe_loss", "align_type_features", "aligned_width", "type_blocks",
     "mean_adjacency",
     "nars_propagate",
     "relation_adjacency",

@@ -147,8 +147,9 @@ def _common_features(hg: Any, x_dict: Dict[str, torch.Tensor], types: Sequence[s
                            f"touches: fill them first (sgl.ops.fill_featureless)")
     widths = {t: int(x_dict[t].size(1)) for t in types}
     if len(set(widths.values())) != 1:
-        raise FeatureError(f"NARS needs one feature width across node types, got {widths}; project them first "
-                           f"(fill_featureless(..., method='random') gives featureless types the target's width)")
+        raise FeatureError(f"NARS needs one feature width across node types, got {widths}; align them first "
+                           f"(sgl.ops.align_type_features, which NARS-SIGN and heterogeneous GAMLP apply with "
+                           f"their default type_width > 0)")
     return next(iter(widths.values()))
 
 
@@ -206,8 +207,10 @@ def hg_degree(hg: Any, dst: str, src: str, relations: Optional[Sequence[EdgeType
 
 
 @torch.no_grad()
-def fill_featureless(hg: Any, method: str = "mean", dim: Optional[int] = None, seed: int = 0) -> Dict[str, torch.Tensor]:
-    """Features for every type: given ones kept, featureless types filled.
+def fill_featureless(hg: Any, method: str = "mean", dim: Optional[int] = None, seed: int = 0,
+                     x_dict: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, torch.Tensor]:
+    """Features for every type: given ones kept, featureless types filled (``x_dict``, default
+    ``hg.x_dict``, holds the given features, e.g. after :func:`~sgl.ops.align_type_features`).
 
     * ``"mean"``: the mean of the features of the type's featured neighbours (all relations,
       both directions), repeated outward until every reachable type has features (authors
@@ -229,8 +232,8 @@ def fill_featureless(hg: Any, method: str = "mean", dim: Optional[int] = None, s
         [[0.5, 1.5]]
     """
     check_choice(method, "method", ("mean", "random", "transe"))
-    x_dict = dict(hg.x_dict)
-    missing = hg.featureless_types()
+    x_dict = dict(hg.x_dict if x_dict is None else x_dict)
+    missing = [t for t in hg.node_types if t not in x_dict]
     if not missing:
         return x_dict
     if method == "transe":

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Dict, Union
 
@@ -55,8 +56,8 @@ def _update(digest: Any, name: str, value: Any) -> None:
     if isinstance(array, np.memmap) and filename:
         stat = os.stat(filename)  # a memory map of a large store: its file stands for its bytes
         digest.update(f"{os.path.abspath(filename)}:{stat.st_size}:{stat.st_mtime_ns}:{array.offset}".encode())
-    else:
-        digest.update(memoryview(np.ascontiguousarray(array)).cast("B"))
+    elif array.size:  # dtype and shape are in already: an empty array adds no bytes
+        digest.update(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
 
 
 def dataset_hash(data: Any) -> str:
@@ -95,8 +96,31 @@ def store_hash(path: Union[str, "os.PathLike[str]"]) -> str:
 
 def run_provenance(data: Any = None, *, data_hash: Any = None) -> Dict[str, Any]:
     """``{"sgl_version", "torch_version", "dataset_hash"}`` of a run on ``data`` (or with a
-    precomputed ``data_hash``, e.g. :func:`store_hash`)."""
+    precomputed ``data_hash``, e.g. :func:`store_hash`, or a zero-argument callable that
+    computes it).
+
+    Provenance is called after training: a failure here must never cost the run its results, so
+    an exception while hashing leaves ``dataset_hash`` ``None`` and says why in
+    ``provenance_error`` (with a warning) instead of propagating. A graph whose labels were
+    class names (``graph.label_names``, from ``file:`` label files) adds ``label_names``.
+
+        >>> run_provenance(data_hash=lambda: 1 / 0)["provenance_error"]
+        'ZeroDivisionError: division by zero'
+    """
     from sgl import __version__
 
-    return {"sgl_version": __version__, "torch_version": torch.__version__,
-            "dataset_hash": data_hash if data_hash is not None else dataset_hash(data)}
+    record: Dict[str, Any] = {"sgl_version": __version__, "torch_version": torch.__version__}
+    try:
+        if callable(data_hash):
+            data_hash = data_hash()
+        record["dataset_hash"] = data_hash if data_hash is not None else dataset_hash(data)
+    except Exception as exc:  # noqa: BLE001 - the finished run matters more than its hash
+        reason = f"{type(exc).__name__}: {exc}"
+        warnings.warn(f"the run record has no dataset hash ({reason}); the run's results are kept",
+                      RuntimeWarning, stacklevel=2)
+        record["dataset_hash"] = None
+        record["provenance_error"] = reason
+    names = getattr(data, "label_names", None)
+    if isinstance(names, (list, tuple)):  # string classes of a user's files: class c is names[c]
+        record["label_names"] = [str(name) for name in names]
+    return record

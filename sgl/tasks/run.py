@@ -2,7 +2,8 @@
 
 :func:`run` takes a :class:`~sgl.tasks.RunConfig`, loads the dataset, builds the model,
 trains it over the seeds on the path the config names (full-graph or sampled node
-classification, out-of-core training, structure learning first, RLU stages, link prediction,
+classification, out-of-core training, structure learning first, RLU stages, link prediction
+(a zoo model as encoder with a pair decoder, or a self-supervised model's embeddings),
 clustering, graph classification, CTR; a self-supervised model under task ``node``: pre-training,
 then a linear probe) and returns the run record: ``{"config": ..., **results}``, whose
 ``"config"`` replays the run exactly (``run(RunConfig.from_dict(record["config"]))``). Every
@@ -44,6 +45,8 @@ def run(config: RunConfig, log: Optional[Log] = None, progress: bool = True) -> 
         return _run_node(config, log, progress)
     if config.task == "ctr":
         return _run_ctr(config, log)
+    if config.supervised_link:
+        return _run_link(config, log)
     return _run_ssl(config, log, progress)
 
 
@@ -52,7 +55,7 @@ def _record(config: RunConfig, results: Dict[str, Any], data: Any) -> Dict[str, 
 
     hetero = isinstance(data, HeteroGraph)  # heterogeneous graphs hash themselves (all types and relations)
     return {"config": config.to_dict(), **results,
-            **(run_provenance(data_hash=data.content_hash()) if hetero else run_provenance(data))}
+            **(run_provenance(data_hash=data.content_hash) if hetero else run_provenance(data))}
 
 
 # ---------------------------------------------------------------------------- node classification
@@ -78,7 +81,7 @@ def _run_node(config: RunConfig, log: Log, progress: bool) -> Dict[str, Any]:
         from sgl.tasks.outofcore import run_out_of_core
 
         record = run_out_of_core(config, log, progress)
-        return {**record, **run_provenance(data_hash=store_hash(str(config.dataset)[len("store:"):]))}
+        return {**record, **run_provenance(data_hash=lambda: store_hash(str(config.dataset)[len("store:"):]))}
     import sgl.datasets
 
     _check_node_dataset(config.dataset)
@@ -202,6 +205,10 @@ def _run_ssl(config: RunConfig, log: Log, progress: bool) -> Dict[str, Any]:
 
         if not isinstance(data, Graph):
             raise ConfigError(f"dataset {config.dataset!r} is a graph collection; link prediction needs one graph")
+        if getattr(data, "link_split", None) is not None:
+            raise ConfigError(f"dataset {config.dataset!r} comes with its own edge split, which self-supervised link "
+                              f"prediction (a random split) would discard; train a supervised encoder on it instead "
+                              f"(--model gcn, sage, sgc, gamlp...)")
         factory = ssl_factory(config.model, data.num_features, config.model_config)
         log(f"dataset: {config.dataset} ({data.num_nodes:,} nodes, {data.num_edges:,} edges); model: {factory()!r}")
         results = run_link_prediction(factory, data, config.seeds, opts["val_ratio"], opts["test_ratio"],
@@ -217,6 +224,37 @@ def _run_ssl(config: RunConfig, log: Log, progress: bool) -> Dict[str, Any]:
         log(f"dataset: {config.dataset} ({data.num_nodes:,} nodes, {data.num_classes} classes); model: {factory()!r}")
         results = run_clustering(factory, data, config.seeds, n_init=opts["n_init"], progress=progress)
     return {"task": config.task, "model": config.model, "dataset": config.dataset, **_record(config, results, data)}
+
+
+# ---------------------------------------------------------------------------- supervised link prediction
+def _run_link(config: RunConfig, log: Log) -> Dict[str, Any]:
+    """A zoo model as link encoder + a pair decoder (:mod:`sgl.tasks.link_supervised`)."""
+    import sgl.datasets
+    from sgl.data import Graph
+    from sgl.models import build_model, model_config
+    from sgl.tasks.link_supervised import run_supervised_link_prediction
+
+    model_cfg = model_config(config.model, **config.model_config)
+    graph = sgl.datasets.load(config.dataset, root=config.root, **config.dataset_options)
+    if not isinstance(graph, Graph):
+        raise ConfigError(f"dataset {config.dataset!r} is not a single homogeneous graph; link prediction needs one")
+    if graph.x is None:
+        raise ConfigError(f"dataset {config.dataset!r} has no node features, which --model {config.model} encodes; "
+                          f"pick a dataset with features (self-supervised models need them too)")
+    opts = dict(config.task_options)
+    width = opts.pop("embed_dim")
+    split = getattr(graph, "link_split", None)
+    log(f"dataset: {config.dataset} ({graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {graph.num_features} "
+        f"features; {'its own edge split, ' + split.metric if split is not None else 'random edge split, auc'} "
+        f"selects the epoch)")
+
+    def factory() -> Any:
+        return build_model(config.model, graph.num_features, width, model_cfg)
+
+    log(f"model: {factory()!r} -> {opts['decoder']} decoder")
+    results = run_supervised_link_prediction(factory, graph, config.seeds, config.train, **opts)
+    return {"task": "link", "model": config.model, "dataset": config.dataset,
+            **_record(dataclasses.replace(config, model_config=model_cfg.to_dict()), results, graph)}
 
 
 # ---------------------------------------------------------------------------- CTR

@@ -29,7 +29,11 @@ def test_train_writes_summary_and_trace_that_plan_reads(data_path, tmp_path, cap
     report = json.loads((tmp_path / "p.json").read_text())
     assert report["netmoe"]["time_ratio"] <= 1.0 + 1e-9
     b = report["balance"]
-    assert b["laer"]["time_s"] <= b["flexmoe"]["time_s"] + 1e-12 <= b["static"]["time_s"] + 2e-12
+    # both re-layouts start from plain EP and never model slower than it; which of the two wins on a
+    # 3-step trace depends on the trace (their ranking is tested on a controlled skew in test_planners)
+    assert b["laer"]["time_s"] <= b["static"]["time_s"] + 1e-12
+    assert b["flexmoe"]["time_s"] <= b["static"]["time_s"] + 1e-12
+    assert set(b) >= {"static", "flexmoe", "laer"}
 
 
 def test_plan_on_a_synthetic_trace_and_on_the_laer_artifact(data_path, tmp_path, capsys):

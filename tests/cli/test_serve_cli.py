@@ -1,5 +1,6 @@
 """``sgl serve bench|students`` and ``sgl plan serving`` through ``sgl.cli.main.main``."""
 import json
+import re
 import os
 from pathlib import Path
 
@@ -102,3 +103,27 @@ def test_plan_serving_errors(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main(["plan", "serving", "--workload", w, "--budget", "5"]) == 2
     assert "--gpus" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mutate,message", [
+    # the case a user hit: 'int' object is not iterable, with no field named
+    (lambda g, w: g.__setitem__("gpus", 4), r'"gpus" in the --gpus file must be a list of objects, got int'),
+    (lambda g, w: g["configs"][1].__setitem__("gpus", 1), r"configs\[1\] \('A100x1'\)\.gpus must be an object, got int"),
+    (lambda g, w: g["gpus"][0].pop("price_per_hour"), r'gpus\[0\] \(\'L4\'\) has no "price_per_hour" field'),
+    (lambda g, w: g["configs"].__setitem__(0, [1, 2]), r'"configs" in the --gpus file must be a list of objects, '
+                                                       r"got a list holding a list"),
+    (lambda g, w: w.pop("workloads"), r'the --workload file needs a top-level "workloads" list'),
+    (lambda g, w: w["workloads"][1].__setitem__("requests", "many"), r"workloads\[1\] \('long'\)\.requests must be "
+                                                                      r"a number, got a string 'many'"),
+])
+def test_plan_serving_names_the_malformed_field(mutate, message, tmp_path, capsys):
+    g, w = _tables(tmp_path)
+    gpus, work = json.loads(Path(g).read_text()), json.loads(Path(w).read_text())
+    mutate(gpus, work)
+    Path(g).write_text(json.dumps(gpus))
+    Path(w).write_text(json.dumps(work))
+    assert main(["plan", "serving", "--gpus", g, "--workload", w, "--budget", "5"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert re.search(message, err), err
+    assert "expected {" in err  # the expected shape is shown

@@ -58,7 +58,9 @@ def test_slices_equal_per_slice_calls_and_module_swap():
 def test_fallbacks_and_errors():
     x = torch.ones(10, dtype=torch.bfloat16)
     assert fast_dropout(x, 0.5).dtype == torch.bfloat16          # other dtypes: F.dropout
-    assert fast_dropout(torch.ones(4), 0.0) is not None
+    x = torch.randn(6, 5)
+    assert torch.equal(fast_dropout(x, 0.0), x)                   # p = 0 keeps every value, unscaled
+    assert torch.equal(fast_dropout(x.to(torch.bfloat16), 0.0), x.to(torch.bfloat16))
     assert torch.equal(fast_dropout(torch.ones(4), 0.5, training=False), torch.ones(4))
     with pytest.raises(ConfigError, match=r"\[0, 1\)"):
         fast_dropout(torch.ones(4), 1.0)

@@ -120,3 +120,46 @@ def test_a_self_supervised_model_under_task_node_is_linearly_probed():
 def test_probe_configs_that_do_not_apply_are_errors(data, match):
     with pytest.raises(ConfigError, match=match):
         RunConfig.from_dict({"dataset": "karate", **data})
+
+
+# ---------------------------------------------------------------------------- issue 40 §1: CTR without dense features
+def test_the_hash_handles_empty_arrays():
+    """MovieLens-100k has 0 dense features: its ``dense`` array is ``[n, 0]`` (this crashed in
+    ``memoryview.cast`` after training had finished)."""
+    import numpy as np
+
+    from sgl.datasets.ctr import make_synthetic_ctr
+    from sgl.tasks.provenance import dataset_hash
+
+    data = make_synthetic_ctr(200, [10, 20], num_dense=0, seed=0)
+    assert data.dense.shape == (200, 0)
+    digest = dataset_hash(data)
+    assert digest == dataset_hash(make_synthetic_ctr(200, [10, 20], num_dense=0, seed=0))
+    # an empty array still counts by its shape: [200, 0] and [0, 0] hash apart
+    other = make_synthetic_ctr(200, [10, 20], num_dense=0, seed=0)
+    other.dense = np.zeros((0, 0), dtype=data.dense.dtype)
+    assert dataset_hash(other) != digest
+
+
+def test_a_ctr_run_without_dense_features_returns_its_record():
+    record = run(RunConfig.from_dict({"task": "ctr", "model": "deepfm", "seeds": 1,
+                                      "dataset_options": {"num_rows": 300, "num_dense": 0},
+                                      "train": {"epochs": 1}}), progress=False)
+    assert len(record["dataset_hash"]) == 32 and "test_auc" in record
+
+
+def test_a_failing_hash_keeps_the_finished_run(monkeypatch):
+    import warnings
+
+    import sgl.tasks.provenance as provenance
+
+    def broken(data):
+        raise TypeError("memoryview: cannot cast view with zeros in shape or strides")
+
+    monkeypatch.setattr(provenance, "dataset_hash", broken)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        record = run(RunConfig.from_dict({"dataset": "karate", "seeds": 1, "train": {"epochs": 2}}), progress=False)
+    assert record["dataset_hash"] is None and "memoryview" in record["provenance_error"]
+    assert len(record["runs"]) == 1 and "test_acc" in record["runs"][0]
+    assert any("results are kept" in str(w.message) for w in caught)

@@ -9,9 +9,10 @@ from torch import nn
 
 from sgl._checks import check_bool, check_choice, check_int, check_probability
 from sgl.errors import ConfigError
-from sgl.ops import fill_featureless, row_normalize
+from sgl.ops import align_type_features, aligned_width, fill_featureless, row_normalize
 
-__all__ = ["require_hetero", "prepare_x_dict", "SubsetAggregator", "check_hetero_common", "train_label_matrix"]
+__all__ = ["require_hetero", "prepare_x_dict", "input_width", "SubsetAggregator", "check_hetero_common",
+           "train_label_matrix"]
 
 
 def require_hetero(graph: Any, model: str) -> Any:
@@ -32,14 +33,35 @@ def check_hetero_common(config: Any, model: str) -> None:
     check_probability(config.input_dropout, f"{model} input_dropout")
     check_choice(config.featureless, f"{model} featureless", ("mean", "random", "transe"))
     check_bool(config.normalize_features, f"{model} normalize_features")
+    check_int(getattr(config, "type_width", 0), f"{model} type_width", 0)
     if config.dropout >= 1 or config.input_dropout >= 1:
         raise ConfigError(f"{model} dropouts must be < 1")
 
 
+def _aligns(graph: Any, config: Any) -> bool:
+    """Whether the given features need :func:`~sgl.ops.align_type_features` (widths differ and
+    the config's ``type_width`` allows it)."""
+    return bool(getattr(config, "type_width", 0)) and len({int(x.size(1)) for x in graph.x_dict.values()}) > 1
+
+
+def input_width(graph: Any, config: Any) -> int:
+    """The width of the features :func:`prepare_x_dict` gives the model (without computing them
+    when it can be read off the graph)."""
+    if _aligns(graph, config):
+        return aligned_width({t: int(x.size(1)) for t, x in graph.x_dict.items()}, config.type_width)
+    return graph.num_features or int(prepare_x_dict(graph, config)[graph.target].size(1))
+
+
 def prepare_x_dict(graph: Any, config: Any, seed: int = 0) -> Dict[str, torch.Tensor]:
-    """Features of every type: featureless types filled (``config.featureless``), optionally
-    row-normalised (``config.normalize_features``)."""
-    x_dict = fill_featureless(graph, config.featureless, seed=seed)
+    """Features of every type: types of different widths aligned to one (each in its own block,
+    :func:`~sgl.ops.align_type_features`, when ``config.type_width`` > 0), featureless types
+    filled (``config.featureless``), optionally row-normalised (``config.normalize_features``)."""
+    if _aligns(graph, config):
+        given = align_type_features(graph.x_dict, config.type_width, seed=seed)
+        width = int(next(iter(given.values())).size(1))
+        x_dict = fill_featureless(graph, config.featureless, dim=width, seed=seed, x_dict=given)
+    else:
+        x_dict = fill_featureless(graph, config.featureless, seed=seed)
     if config.normalize_features:
         x_dict = {t: row_normalize(x.float()) for t, x in x_dict.items()}
     return {t: x.float() for t, x in x_dict.items()}

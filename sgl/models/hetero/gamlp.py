@@ -25,8 +25,8 @@ from sgl.models.dropout import use_fast_dropout
 from sgl.models.features import NodeFeatures
 from sgl.models.gamlp import GAMLP, GAMLPConfig
 from sgl.models.hetero.packed import PackedHopFeatures, is_packed_batch, packed_forward
-from sgl.models.hetero.common import SubsetAggregator, check_hetero_common, prepare_x_dict, require_hetero, \
-    train_label_matrix
+from sgl.models.hetero.common import (SubsetAggregator, check_hetero_common, input_width, prepare_x_dict,
+                                      require_hetero, train_label_matrix)
 from sgl.ops import enumerate_metapaths, metapath_label_features, nars_propagate, sample_relation_subsets
 
 __all__ = ["HeteroGAMLP", "HeteroGAMLPConfig"]
@@ -50,6 +50,10 @@ class HeteroGAMLPConfig(GAMLPConfig):
     label_hops: int = 2
     featureless: str = "mean"
     normalize_features: bool = False
+    #: node types with different feature widths: each (reduced to at most this many columns) in its
+    #: own block of one common width, so the first layer learns one projection per type
+    #: (:func:`sgl.ops.align_type_features`); 0 = raise instead
+    type_width: int = 256
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -80,7 +84,7 @@ class HeteroGAMLP(nn.Module):
         self.config = config = config or HeteroGAMLPConfig()
         self.num_classes = num_classes
         self.subsets = sample_relation_subsets(graph, config.num_subsets, seed=config.subset_seed)
-        width = graph.num_features or int(prepare_x_dict(graph, config)[graph.target].size(1))
+        width = input_width(graph, config)
         self.in_features = width
         self.label_metapaths = [p for p in enumerate_metapaths(graph, config.label_hops, end_types=[graph.target])
                                 if len(p) > 1] if config.label_hops else []

@@ -19,7 +19,8 @@ from torch import nn
 
 from sgl._checks import check_int
 from sgl.models.features import NodeFeatures
-from sgl.models.hetero.common import SubsetAggregator, check_hetero_common, prepare_x_dict, require_hetero
+from sgl.models.hetero.common import (SubsetAggregator, check_hetero_common, input_width, prepare_x_dict,
+                                      require_hetero)
 from sgl.models.mlp import MLP
 from sgl.ops import nars_propagate, sample_relation_subsets
 
@@ -42,6 +43,10 @@ class NARSConfig:
     batch_norm: bool = True
     featureless: str = "mean"
     normalize_features: bool = False
+    #: node types with different feature widths: each (reduced to at most this many columns) in its
+    #: own block of one common width, so the first layer learns one projection per type
+    #: (:func:`sgl.ops.align_type_features`); 0 = raise instead
+    type_width: int = 256
 
     def __post_init__(self) -> None:
         check_int(self.k, "NARS k", 1)
@@ -77,7 +82,7 @@ class NARSSIGN(nn.Module):
         self.config = config = config or NARSConfig()
         self.num_classes = num_classes
         self.subsets = sample_relation_subsets(graph, config.num_subsets, seed=config.subset_seed)
-        width = graph.num_features or int(prepare_x_dict(graph, config)[graph.target].size(1))
+        width = input_width(graph, config)
         self.in_features = width
         num_hops = config.k + 1
         self.aggregator = SubsetAggregator(num_hops, len(self.subsets), width)

@@ -191,7 +191,10 @@ def laer_placement(reps: np.ndarray, expert_load: np.ndarray, topo: Topology, sl
 
 def laer_plan(loads: np.ndarray, topo: Topology, slots: int, cost: CostParams, candidates: int = 4,
               seed: int = 0) -> np.ndarray:
-    """LAER-MoE's planner: proportional, even and perturbed replica counts; keep the fastest layout."""
+    """LAER-MoE's planner: proportional, even and perturbed replica counts; keep the fastest layout.
+
+    The plain EP layout it would replace is a candidate too (when the slots hold the experts
+    evenly), so a re-layout is never modelled slower than not re-laying out."""
     x = _check_loads(loads, topo)
     expert_load = x.sum(0)
     e, n = x.shape[1], topo.num_devices
@@ -201,9 +204,11 @@ def laer_plan(loads: np.ndarray, topo: Topology, slots: int, cost: CostParams, c
         options.append(np.full(e, n * slots // e, dtype=np.int64))
     for _ in range(candidates):
         options.append(laer_replicas(expert_load * rng.uniform(0.8, 1.2, e), topo, slots))
+    layouts = [laer_placement(reps, expert_load, topo, slots) for reps in options]
+    if (n * slots) % e == 0:
+        layouts.append(static_layout(e, topo, slots))
     best, best_t = None, np.inf
-    for reps in options:
-        a = laer_placement(reps, expert_load, topo, slots)
+    for a in layouts:
         t = iteration_time(x, a, topo, cost)["time_s"]
         if t < best_t:
             best, best_t = a, t

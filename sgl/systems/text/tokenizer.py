@@ -45,7 +45,8 @@ def _import_tokenizers():
 
 
 def _key(texts: Sequence[str], vocab_size: int, min_frequency: int) -> str:
-    digest = hashlib.sha256(f"bpe-v1|{vocab_size}|{min_frequency}|{len(texts)}".encode())
+    # v2: Metaspace word marks (v1's "</w>" suffix trained to process-dependent ids)
+    digest = hashlib.sha256(f"bpe-v2|{vocab_size}|{min_frequency}|{len(texts)}".encode())
     for text in texts:
         digest.update(text.encode("utf-8"))
         digest.update(b"\0")
@@ -54,7 +55,8 @@ def _key(texts: Sequence[str], vocab_size: int, min_frequency: int) -> str:
 
 def train_tokenizer(texts: Sequence[str], vocab_size: int = 8192, *, min_frequency: int = 2,
                     cache_dir: Optional[Union[str, Path]] = None) -> Any:
-    """Train a whitespace-pre-tokenized BPE tokenizer on ``texts`` (reloaded from ``cache_dir``)."""
+    """Train a whitespace-pre-tokenized BPE tokenizer on ``texts`` (reloaded from ``cache_dir``);
+    the same texts and settings give the same tokenizer in every process."""
     check_int(vocab_size, "vocab_size", minimum=len(SPECIAL_TOKENS) + 1)
     check_int(min_frequency, "min_frequency", minimum=1)
     texts = list(texts)
@@ -66,13 +68,17 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int = 8192, *, min_frequen
         if path.is_file():
             return load_tokenizer(path)
     tk = _import_tokenizers()
+    # Words are split on whitespace and marked at their start with "▁" (SentencePiece's
+    # Metaspace) rather than at their end with a "</w>" suffix: the trainer numbers suffixed
+    # symbols in hash-map order, which changed ids, and through tie-breaks even merges, from one
+    # process to the next. With plain characters the alphabet is numbered in sorted order, so the
+    # same texts give the same tokenizer in every process.
     tokenizer = tk.Tokenizer(tk.models.BPE(unk_token="<unk>"))
-    tokenizer.pre_tokenizer = tk.pre_tokenizers.WhitespaceSplit()
-    tokenizer.decoder = tk.decoders.BPEDecoder()
+    tokenizer.pre_tokenizer = tk.pre_tokenizers.Sequence([tk.pre_tokenizers.WhitespaceSplit(),
+                                                          tk.pre_tokenizers.Metaspace()])
+    tokenizer.decoder = tk.decoders.Metaspace()
     trainer = tk.trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                     special_tokens=list(SPECIAL_TOKENS), end_of_word_suffix="</w>",
-                                     show_progress=False)
-    tokenizer.model = tk.models.BPE(unk_token="<unk>", end_of_word_suffix="</w>")
+                                     special_tokens=list(SPECIAL_TOKENS), show_progress=False)
     tokenizer.train_from_iterator(texts, trainer=trainer)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -55,3 +55,28 @@ def test_bad_inputs(tmp_path):
         load_sst2(tmp_path, "dev")
     with pytest.raises(ConfigError):
         wikitext2_lines(tmp_path, "validation")
+
+
+_VOCAB_SCRIPT = """
+import json, sys
+from sgl.systems.text import train_tokenizer
+texts = ["the quick brown fox jumps over the lazy dog", "pack my box with five dozen liquor jugs",
+         "sphinx of black quartz judge my vow", "how vexingly quick daft zebras jump"] * 10
+tok = train_tokenizer(texts, vocab_size=80)
+print(json.dumps(sorted(tok.get_vocab().items())))
+"""
+
+
+def test_token_ids_are_the_same_in_every_process():
+    """``tokenizers`` numbers the BPE alphabet in hash-map order, which differs per process; the same
+    texts must still give the same ids (the joint-LoRA test on SST-2 failed under load because of it)."""
+    import json
+    import subprocess
+    import sys
+
+    runs = [json.loads(subprocess.run([sys.executable, "-c", _VOCAB_SCRIPT], check=True, capture_output=True,
+                                      text=True, timeout=120).stdout) for _ in range(3)]
+    assert runs[0] == runs[1] == runs[2]
+    vocab = dict(runs[0])
+    assert [vocab["<pad>"], vocab["<unk>"], vocab["<eos>"]] == [0, 1, 2]
+    assert sorted(vocab.values()) == list(range(len(vocab)))

@@ -123,16 +123,59 @@ def _read(path: Union[str, Path]) -> Any:
         raise ConfigError(f"{path} is not valid JSON: {exc}") from None
 
 
+_SHAPES = {
+    "gpus": '{"gpus": [{"name": "A100", "price_per_hour": 3.67, "available": 8}, ...]}',
+    "configs": '{"configs": [{"name": "A100-tp2", "gpus": {"A100": 2}, "tp": 2, "throughput": {"short": 12.0}}, ...]}',
+    "workloads": '{"workloads": [{"name": "short", "requests": 10000}, ...]}',
+}
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string"}.get(type(value), type(value).__name__)
+
+
+def _entries(doc: Any, key: str, file: str) -> List[Dict[str, Any]]:
+    """``doc[key]``: a list of objects, or a PlanError that names the field and the expected shape."""
+    if not isinstance(doc, dict) or key not in doc:
+        raise PlanError(f"the {file} file needs a top-level \"{key}\" list, got {_kind(doc)}"
+                        f"{' with keys ' + str(sorted(doc)) if isinstance(doc, dict) else ''}; expected {_SHAPES[key]}")
+    items = doc[key]
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        got = _kind(items) if not isinstance(items, list) else \
+            f"a list holding {_kind(next(i for i in items if not isinstance(i, dict)))}"
+        raise PlanError(f"\"{key}\" in the {file} file must be a list of objects, got {got}; expected {_SHAPES[key]}")
+    return items
+
+
+def _value(item: Dict[str, Any], name: str, key: str, i: int, kind: type, required: bool = True,
+           default: Any = None) -> Any:
+    where = f"{key}[{i}]" + (f" ({item['name']!r})" if isinstance(item.get("name"), str) else "")
+    if name not in item:
+        if required:
+            raise PlanError(f"{where} has no \"{name}\" field; expected {_SHAPES[key]}")
+        return default
+    value = item[name]
+    ok = isinstance(value, kind) and not isinstance(value, bool) if kind is not dict else isinstance(value, dict)
+    if kind in (int, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok:
+        want = {dict: "an object", str: "a string", int: "a number", float: "a number"}[kind]
+        raise PlanError(f"{where}.{name} must be {want}, got {_kind(value)} {value!r}; expected {_SHAPES[key]}")
+    return value
+
+
 def _problem_from_dicts(gpus_doc: Any, workload_doc: Any) -> ServingProblem:
-    try:
-        gpus = [GPUType(str(g["name"]), g["price_per_hour"], g["available"]) for g in gpus_doc["gpus"]]
-        configs = [DeployConfig(str(c["name"]), {str(k): v for k, v in c["gpus"].items()},
-                                {str(k): v for k, v in c["throughput"].items()}, c.get("tp", 1), c.get("pp", 1))
-                   for c in gpus_doc["configs"]]
-        workloads = [Workload(str(w["name"]), w["requests"]) for w in workload_doc["workloads"]]
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise PlanError(f"serving plan input is missing a field ({exc}); see the format in "
-                        f"sgl.systems.serving.hetero.spec") from None
+    gpus = [GPUType(str(_value(g, "name", "gpus", i, str)), _value(g, "price_per_hour", "gpus", i, float),
+                    _value(g, "available", "gpus", i, int))
+            for i, g in enumerate(_entries(gpus_doc, "gpus", "--gpus"))]
+    configs = [DeployConfig(str(_value(c, "name", "configs", i, str)),
+                            {str(k): v for k, v in _value(c, "gpus", "configs", i, dict).items()},
+                            {str(k): v for k, v in _value(c, "throughput", "configs", i, dict).items()},
+                            _value(c, "tp", "configs", i, int, required=False, default=1),
+                            _value(c, "pp", "configs", i, int, required=False, default=1))
+               for i, c in enumerate(_entries(gpus_doc, "configs", "--gpus"))]
+    workloads = [Workload(str(_value(w, "name", "workloads", i, str)), _value(w, "requests", "workloads", i, float))
+                 for i, w in enumerate(_entries(workload_doc, "workloads", "--workload"))]
     return ServingProblem(gpus, configs, workloads)
 
 
