@@ -56,9 +56,9 @@ def graph_to_scipy(graph, fmt: str = "csr"):
     if fmt not in ("csr", "csc", "coo"):
         raise GraphError(f"fmt must be 'csr', 'csc' or 'coo', got {fmt!r}")
     n = graph.num_nodes
-    weight = graph.edge_weight_or_ones().numpy()
-    # Our CSR over destinations is the CSC of A[src, dst]; this copies nothing.
-    csc = sp.csc_matrix((weight, graph.indices.numpy(), graph.indptr.numpy()), shape=(n, n))
+    weight = graph.edge_weight_or_ones().cpu().numpy()
+    # Our CSR over destinations is the CSC of A[src, dst]; on CPU this copies nothing.
+    csc = sp.csc_matrix((weight, graph.indices.cpu().numpy(), graph.indptr.cpu().numpy()), shape=(n, n))
     return csc.asformat(fmt)
 
 
@@ -132,9 +132,19 @@ def graph_to_pyg(graph, keep_order: bool = False):
             data[key] = value
     if graph.name is not None:
         data.name = graph.name
+    skipped = []
     for key, value in metadata(graph).items():
-        if not hasattr(Data, key) and not is_edge_level(key):
+        if hasattr(Data, key):  # a Data method or property (``batch``, ``keys``...): setting it would clobber it
+            skipped.append(key)
+        elif not is_edge_level(key):
             data[key] = value
+        elif isinstance(value, torch.Tensor) and value.dim() >= 1 and value.size(0) == graph.num_edges:
+            data[key] = value if inverse is None else value[inverse]  # per-edge rows follow their edges
+        else:
+            skipped.append(key)
+    if skipped:
+        warnings.warn(f"to_pyg does not carry the attribute(s) {skipped}: their names are taken by Data or mark "
+                      f"per-edge data that does not have one row per edge; rename them", UserWarning, stacklevel=3)
     return data
 
 

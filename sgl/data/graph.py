@@ -16,6 +16,7 @@ from typing import Any, Dict, Optional, Sequence, Union
 import torch
 
 from sgl.data.csr import csr_from_coo
+from sgl.data.graph_api import GraphAPI
 from sgl.data.metadata import metadata_state, restore_metadata
 from sgl.data.transforms import GraphTransforms
 from sgl.data.validation import (
@@ -36,7 +37,7 @@ _MASKS = ("train_mask", "val_mask", "test_mask")
 _FORMAT_VERSION = 1
 
 
-class Graph(GraphTransforms):
+class Graph(GraphTransforms, GraphAPI):
     r"""A (possibly weighted, possibly directed) graph in CSR form with node data.
 
     Args:
@@ -59,6 +60,12 @@ class Graph(GraphTransforms):
     Construction validates everything (ids in range, dtypes, one feature row per node,
     finite features) and raises :class:`sgl.errors.GraphError` /
     :class:`sgl.errors.FeatureError` with a message saying how to fix the input.
+
+    A PyG user's habits work (:mod:`sgl.data.graph_api`): ``graph.keys()``, ``graph["x"]``,
+    ``"y" in graph``, :meth:`clone`, :meth:`is_undirected`, ``num_node_features`` and device
+    placement with ``to(device)`` / ``cpu()`` / ``cuda()`` / ``pin_memory()`` / ``device``, which
+    return a new graph (:mod:`sgl.data.placement`); :meth:`apply_pyg` runs a
+    ``torch_geometric`` transform.
 
     Example:
         >>> import torch
@@ -224,7 +231,8 @@ class Graph(GraphTransforms):
     # ------------------------------------------------------------------ exporters
     def to_pyg(self, keep_order: bool = False) -> Any:
         """Export to ``torch_geometric.data.Data`` (edge_index, edge_weight, edge_attr, x, y,
-        masks, name and metadata).
+        masks, name and metadata; per-edge metadata with one row per edge follows the edge order,
+        and metadata whose name ``Data`` takes, such as ``batch``, is named in a warning).
 
         The edges come out in CSR order (grouped by destination), which is generally not the
         order of the edge list the graph was built from. With ``keep_order=True`` they come out
@@ -253,6 +261,13 @@ class Graph(GraphTransforms):
 
         return graph_to_dgl(self)
 
+    def apply_pyg(self, transform: Any) -> "Graph":
+        """The graph after a ``torch_geometric`` transform (e.g. ``T.NormalizeFeatures()``), with
+        nothing of it lost: see :func:`sgl.data.pyg_transform`."""
+        from sgl.data.pyg_transform import pyg_transform
+
+        return pyg_transform(transform)(self)
+
     # ------------------------------------------------------------------ properties
     @property
     def num_edges(self) -> int:
@@ -280,7 +295,7 @@ class Graph(GraphTransforms):
     def destinations(self) -> torch.Tensor:
         """Destination node of every edge, aligned with :attr:`indices`."""
         counts = self.indptr[1:] - self.indptr[:-1]
-        return torch.repeat_interleave(torch.arange(self.num_nodes), counts)
+        return torch.repeat_interleave(torch.arange(self.num_nodes, device=counts.device), counts)
 
     @property
     def edge_index(self) -> torch.Tensor:
@@ -290,7 +305,7 @@ class Graph(GraphTransforms):
     def edge_weight_or_ones(self) -> torch.Tensor:
         if self.edge_weight is not None:
             return self.edge_weight
-        return torch.ones(self.num_edges, dtype=torch.float32)
+        return torch.ones(self.num_edges, dtype=torch.float32, device=self.indices.device)
 
     def degree(self, direction: str = "in", weighted: bool = False) -> torch.Tensor:
         """Per-node degree: ``"in"`` (edges into the node, the CSR row length) or ``"out"``."""
@@ -300,7 +315,7 @@ class Graph(GraphTransforms):
             return self.indptr[1:] - self.indptr[:-1]
         index = self.destinations() if direction == "in" else self.indices
         if weighted:
-            out = torch.zeros(self.num_nodes, dtype=self.edge_weight_or_ones().dtype)
+            out = torch.zeros(self.num_nodes, dtype=self.edge_weight_or_ones().dtype, device=index.device)
             return out.index_add_(0, index, self.edge_weight_or_ones())
         return torch.bincount(index, minlength=self.num_nodes)
 
@@ -334,7 +349,7 @@ class Graph(GraphTransforms):
                 digest.update(b"none")
             else:
                 digest.update(str(tensor.dtype).encode())
-                digest.update(tensor.contiguous().numpy().tobytes())
+                digest.update(tensor.contiguous().cpu().numpy().tobytes())
         return digest.hexdigest()
 
     def state_dict(self) -> Dict[str, Any]:

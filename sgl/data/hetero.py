@@ -21,6 +21,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 import torch
 
 from sgl.data.csr import csr_from_coo
+from sgl.data.metadata import is_plain
+from sgl.data.placement import DevicePlacement
 from sgl.data.validation import check_features, check_index_tensor, check_labels, check_mask, check_node_ids
 from sgl.errors import FeatureError, GraphError
 from sgl.fileio import atomic_write
@@ -51,7 +53,7 @@ def _check_counts(num_nodes_dict: Any) -> Dict[str, int]:
     return counts
 
 
-class HeteroGraph:
+class HeteroGraph(DevicePlacement):
     r"""A heterogeneous graph: per-type node counts and features, per-relation CSR adjacency.
 
     For relation :math:`r = (s, \rho, d)` the adjacency :math:`A_r \in \{0,1\}^{n_d \times n_s}`
@@ -67,8 +69,13 @@ class HeteroGraph:
         y, train_mask, val_mask, test_mask: labels (``-1`` = unlabelled) and masks of ``target``.
         name: the dataset's name.
 
-    Other attributes set on a graph (``graph.ogb_name``) are kept by :meth:`save`/:meth:`load`
-    when they are strings or numbers.
+    Other attributes set on a graph (``graph.ogb_name``, ``graph.node_ids``) are kept by
+    :meth:`save`/:meth:`load` when they are plain values: strings, numbers, tensors, and
+    lists or string-keyed dicts of them.
+
+    ``to(device)``, ``cpu()``, ``cuda()``, ``pin_memory()`` and ``device`` work as on
+    :class:`~sgl.data.Graph` (:mod:`sgl.data.placement`): they return a new graph with every
+    relation, feature, label and mask moved.
 
     Example:
         >>> import torch
@@ -219,7 +226,8 @@ class HeteroGraph:
     def edge_index(self, etype: EdgeType) -> torch.Tensor:
         """``[2, E]`` ``[sources; destinations]`` of relation ``etype``."""
         indptr, indices = self.csr(etype)
-        dst = torch.repeat_interleave(torch.arange(indptr.numel() - 1), indptr[1:] - indptr[:-1])
+        counts = indptr[1:] - indptr[:-1]
+        dst = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts)
         return torch.stack([indices, dst])
 
     @property
@@ -304,7 +312,7 @@ class HeteroGraph:
     # ------------------------------------------------------------------ identity, persistence
     def _metadata(self) -> Dict[str, Any]:
         skip = {"num_nodes_dict", "_csr", "x_dict", "target", "y", "name", *_MASKS}
-        return {k: v for k, v in vars(self).items() if k not in skip and isinstance(v, (str, int, float, bool))}
+        return {k: v for k, v in vars(self).items() if k not in skip and not k.startswith("_") and is_plain(v)}
 
     def content_hash(self) -> str:
         """A stable hex digest of types, relations, features, labels and masks (cache keys, run records)."""
@@ -316,7 +324,7 @@ class HeteroGraph:
                 digest.update(b"none")
             else:
                 digest.update(f"{tensor.dtype}{tuple(tensor.shape)}".encode())
-                digest.update(tensor.contiguous().numpy().tobytes())
+                digest.update(tensor.contiguous().cpu().numpy().tobytes())
 
         digest.update(repr(sorted(self.num_nodes_dict.items())).encode())
         for etype in sorted(self._csr):

@@ -36,14 +36,14 @@ def reduce_rows(values: torch.Tensor, group: torch.Tensor, size: int, reduce: st
     if reduce in ("sum", "mean"):
         if reduce == "mean" and not work.is_floating_point():
             work = work.to(torch.float32)
-        out = torch.zeros(shape, dtype=work.dtype).index_add_(0, group, work)
+        out = torch.zeros(shape, dtype=work.dtype, device=work.device).index_add_(0, group, work)
         if reduce == "mean":
             counts = torch.bincount(group, minlength=size).to(work.dtype)
             out /= counts.view((-1,) + (1,) * (work.dim() - 1))
         return out
     index = group.view((-1,) + (1,) * (work.dim() - 1)).expand_as(work)
-    out = torch.zeros(shape, dtype=work.dtype).scatter_reduce(0, index, work, reduce="amax" if reduce == "max"
-                                                              else "amin", include_self=False)
+    out = torch.zeros(shape, dtype=work.dtype, device=work.device)
+    out = out.scatter_reduce(0, index, work, reduce="amax" if reduce == "max" else "amin", include_self=False)
     return out.to(torch.bool) if values.dtype == torch.bool else out
 
 
@@ -124,14 +124,16 @@ class GraphTransforms:
         (a number, or a tensor shaped like one edge's features; default ``fill_value``, as
         PyG's ``add_self_loops``).
         """
-        loops = torch.arange(self.num_nodes)
+        device = self.indices.device
+        loops = torch.arange(self.num_nodes, device=device)
         weight = None
         if self.edge_weight is not None or fill_value != 1.0:
-            weight = torch.cat([self.edge_weight_or_ones(),
-                                torch.full((self.num_nodes,), float(fill_value), dtype=torch.float32)])
+            loop_weight = torch.full((self.num_nodes,), float(fill_value), dtype=torch.float32, device=device)
+            weight = torch.cat([self.edge_weight_or_ones(), loop_weight])
         attr = None
         if self.edge_attr is not None:
-            fill = torch.as_tensor(fill_value if attr_fill is None else attr_fill, dtype=self.edge_attr.dtype)
+            fill = torch.as_tensor(fill_value if attr_fill is None else attr_fill, dtype=self.edge_attr.dtype,
+                                   device=device)
             row_shape = tuple(self.edge_attr.shape[1:])
             try:
                 rows = fill.expand((self.num_nodes,) + row_shape)
@@ -159,14 +161,14 @@ class GraphTransforms:
             if nodes_t.numel() != self.num_nodes:
                 raise GraphError(f"a boolean node mask needs {self.num_nodes} entries, got {nodes_t.numel()}")
             nodes_t = nodes_t.nonzero().flatten()
-        nodes_t = check_index_tensor(nodes_t, "nodes").flatten()
+        nodes_t = check_index_tensor(nodes_t, "nodes").flatten().to(self.indices.device)
         check_node_ids(nodes_t, self.num_nodes, "nodes")
         if nodes_t.numel() == 0:
             raise GraphError("subgraph needs at least one node")
         if torch.unique(nodes_t).numel() != nodes_t.numel():
             raise GraphError("nodes contains duplicate ids; pass each node once")
-        mapping = torch.full((self.num_nodes,), -1, dtype=torch.int64)
-        mapping[nodes_t] = torch.arange(nodes_t.numel())
+        mapping = torch.full((self.num_nodes,), -1, dtype=torch.int64, device=nodes_t.device)
+        mapping[nodes_t] = torch.arange(nodes_t.numel(), device=nodes_t.device)
         src, dst = self.indices, self.destinations()
         keep = (mapping[src] >= 0) & (mapping[dst] >= 0)
         if not relabel:

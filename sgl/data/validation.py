@@ -147,7 +147,7 @@ def check_mask(mask: Any, num_nodes: int, name: str) -> torch.Tensor:
         check_node_ids(index, num_nodes, name)
     except GraphError as exc:
         raise FeatureError(str(exc)) from None
-    out = torch.zeros(num_nodes, dtype=torch.bool)
+    out = torch.zeros(num_nodes, dtype=torch.bool, device=index.device)
     out[index] = True
     return out
 

@@ -14,9 +14,7 @@ heterogeneous operators of :mod:`sgl.ops` read relations in both directions).
 """
 from __future__ import annotations
 
-import io
 import os
-import zipfile
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -101,50 +99,16 @@ def load_acm(root: Optional[PathLike] = None, labels_per_class: int = 20) -> Het
     return read_acm(_folder(root, "acm", "pa.txt"), labels_per_class)
 
 
-def _zip_member(archive: zipfile.ZipFile, name: str, path: Path) -> io.BytesIO:
-    try:
-        return io.BytesIO(archive.read(name))
-    except KeyError:
-        raise corrupt_file_error(path, f"the zip lacks the member {name!r}") from None
-
-
 def read_imdb(path: PathLike) -> HeteroGraph:
-    """Read IMDB from MAGNN's ``IMDB_processed.zip`` (read in place, never extracted)."""
-    import scipy.sparse as sp
+    """Read IMDB from MAGNN's ``IMDB_processed.zip`` (read in place, never extracted) with the
+    MAGNN/PyG reader of ``file:`` (:func:`sgl.datasets.hetero_files.read_magnn`), naming its types."""
+    from sgl.datasets.hetero_files import read_magnn
 
     path = Path(path)
-    try:
-        archive = zipfile.ZipFile(path)
-    except Exception as exc:
-        raise corrupt_file_error(path, exc) from exc
-    with archive:
-        try:
-            adj = sp.load_npz(_zip_member(archive, "adjM.npz", path)).tocsr()
-            feats = [sp.load_npz(_zip_member(archive, f"features_{i}.npz", path)) for i in range(3)]
-            types = np.load(_zip_member(archive, "node_types.npy", path))
-            labels = np.load(_zip_member(archive, "labels.npy", path)).astype(np.int64)
-            split = np.load(_zip_member(archive, "train_val_test_idx.npz", path))
-            split = {k: split[k] for k in ("train_idx", "val_idx", "test_idx")}
-        except DatasetError:
-            raise
-        except Exception as exc:
-            raise corrupt_file_error(path, exc) from exc
-    ids = [np.flatnonzero(types == t) for t in range(3)]
-    for t, part in enumerate(ids):  # MAGNN orders nodes by type: movies, directors, actors
-        if part.size == 0 or part[-1] - part[0] + 1 != part.size:
-            raise corrupt_file_error(path, f"node type {t} does not occupy one contiguous id range")
-    names = ("movie", "director", "actor")
-    counts = {n: int(p.size) for n, p in zip(names, ids)}
-    edges = {}
-    for t, rel in ((1, "directs"), (2, "acts_in")):
-        block = adj[ids[0][0]:ids[0][-1] + 1, ids[t][0]:ids[t][-1] + 1].tocoo()   # movie x other
-        edges[(names[t], rel, "movie")] = torch.from_numpy(np.stack([block.col, block.row]).astype(np.int64))
-    x_dict = {n: _dense(f) for n, f in zip(names, feats)}
-    return HeteroGraph.from_edge_index(
-        counts, edges, x_dict=x_dict, target="movie", y=torch.from_numpy(labels), name="imdb",
-        train_mask=torch.from_numpy(split["train_idx"].astype(np.int64)),
-        val_mask=torch.from_numpy(split["val_idx"].astype(np.int64)),
-        test_mask=torch.from_numpy(split["test_idx"].astype(np.int64)))
+    return read_magnn(path, type_names=("movie", "director", "actor"),
+                      relation_names={(1, 0): "directs", (2, 0): "acts_in"}, name="imdb",
+                      require=("features_0.npz", "features_1.npz", "features_2.npz", "labels.npy",
+                               "train_val_test_idx.npz"))
 
 
 def load_imdb(root: Optional[PathLike] = None) -> HeteroGraph:

@@ -183,7 +183,8 @@ def _check_options(entry_name: str, loader: Callable[..., Any], kwargs: Dict[str
         ) from None
 
 
-def load(name: str, root: Optional[PathLike] = None, **kwargs: Any) -> Any:
+def load(name: str, root: Optional[PathLike] = None, transform: Optional[Callable[[Any], Any]] = None,
+         **kwargs: Any) -> Any:
     """Load a registered dataset by name.
 
     Args:
@@ -191,6 +192,12 @@ def load(name: str, root: Optional[PathLike] = None, **kwargs: Any) -> Any:
             ``"file:<PATH>"`` for a user's own graph (a relative ``PATH`` is read from
             ``root`` when given).
         root: where its files are (or go); ``None`` = ``$SGL_DATA`` or ``~/.sgl/datasets``.
+        transform: a callable applied to the loaded dataset before it is returned: to the
+            :class:`~sgl.data.Graph` (or :class:`~sgl.data.HeteroGraph`...), and to each graph
+            of a :class:`~sgl.datasets.GraphDataset`. It runs once, at load time (PyG's
+            ``transform`` runs at every access; for a random augmentation call it per epoch
+            instead). A ``torch_geometric`` transform goes through
+            :func:`sgl.data.pyg_transform`, e.g. ``transform=pyg_transform(T.NormalizeFeatures())``.
         **kwargs: the dataset's own options (e.g. ``normalize_features=True`` for Planetoid,
             ``split=3`` for Geom-GCN sets, ``num_nodes=10**6`` for ``synthetic``,
             ``features=PATH`` / ``labels=PATH`` for ``file:``).
@@ -205,7 +212,20 @@ def load(name: str, root: Optional[PathLike] = None, **kwargs: Any) -> Any:
         34
         >>> sgl.datasets.load("synthetic", num_nodes=500, num_features=8, seed=1).num_nodes
         500
+        >>> sgl.datasets.load("karate", transform=lambda g: g.add_self_loops()).num_edges
+        190
+
+    Raises:
+        DatasetError: the name is unknown (the message lists the closest names).
+        ConfigError: an option is unknown to the dataset, or ``transform`` is not callable or
+            returns ``None``.
     """
+    if transform is not None:
+        if not callable(transform):
+            raise ConfigError(f"transform must be a callable taking and returning the loaded graph, got "
+                              f"{type(transform).__name__}; for a torch_geometric transform pass "
+                              f"sgl.data.pyg_transform(T.NormalizeFeatures()) (an instance, wrapped)")
+        return _transformed(load(name, root=root, **kwargs), transform)
     if not isinstance(name, str):
         raise DatasetError(f"a dataset name must be a string, got {type(name).__name__}")
     key = _key(name)
@@ -227,6 +247,22 @@ def load(name: str, root: Optional[PathLike] = None, **kwargs: Any) -> Any:
     loader = entry.resolve()
     _check_options(entry.name, loader, {"root": root, **kwargs})
     return loader(root=root, **kwargs)
+
+
+def _transformed(dataset: Any, transform: Callable[[Any], Any]) -> Any:
+    """``transform(dataset)``, or a GraphDataset of ``transform(graph)`` for each of its graphs."""
+    from sgl.datasets.graph_dataset import GraphDataset
+
+    def apply(item: Any) -> Any:
+        out = transform(item)
+        if out is None:
+            raise ConfigError(f"the transform {transform!r} returned None; it must return the transformed "
+                              f"{type(item).__name__} (end an in-place function with `return graph`)")
+        return out
+
+    if isinstance(dataset, GraphDataset):
+        return GraphDataset([apply(graph) for graph in dataset.graphs], dataset.labels, name=dataset.name)
+    return apply(dataset)
 
 
 def _without_root(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,11 +1,16 @@
 r"""A user's own graph from files: ``sgl.datasets.load("file:PATH")`` and ``--dataset file:PATH``.
 
-Three kinds of files, told apart by their content (or ``format=``):
+What ``PATH`` holds is told apart by its content (or ``format=``):
 
 * an **edge list** (CSV, TSV or whitespace-separated text, optionally ``.gz``): one
   ``src dst [weight]`` row per edge, non-negative integer node ids, an optional header line,
-  ``#`` / ``%`` comment lines; node features and labels come from their own files
-  (``features=PATH``, ``labels=PATH``, see below). Edges are symmetrized unless
+  ``#`` / ``%`` comment lines (SNAP's), and an optional first line ``num_nodes num_edges``
+  (a *count header*, detected and skipped with a warning; ``count_header=``). Node ids are
+  **relabelled** to ``0..n-1`` in sorted order of the ids that appear, and
+  ``graph.node_ids[i]`` keeps node ``i``'s id in the files (``relabel=False`` keeps the ids
+  as node numbers, gaps becoming isolated nodes; ``num_nodes=`` implies it). The rules are in
+  :mod:`sgl.datasets.user_ids`. Node features and labels come from their own files
+  (``features=PATH``, ``labels=PATH``, below). Edges are symmetrized unless
   ``undirected=False`` (most edge lists store an undirected edge once); duplicates keep
   their first occurrence;
 * a **.npz** archive in one of three layouts: gnn-benchmark (``adj_data, adj_indices, ...``,
@@ -13,20 +18,30 @@ Three kinds of files, told apart by their content (or ``format=``):
   node_labels, edges, train_masks, ...``, :func:`sgl.datasets.read_heterophily`) or PyG
   ``Data`` attribute names (``edge_index``, optional ``x``, ``y``, ``edge_weight``,
   ``train_mask`` / ``val_mask`` / ``test_mask``, masks ``[n]`` or ``[n, num_splits]``);
-* a **saved** :class:`~sgl.data.Graph` (:meth:`Graph.save`).
+* a **saved** :class:`~sgl.data.Graph` (:meth:`Graph.save`) or
+  :class:`~sgl.data.HeteroGraph` (:meth:`HeteroGraph.save`);
+* a **heterogeneous graph** as a folder in HGB's layout (``node.dat``, ``link.dat``,
+  ``label.dat``, ``label.dat.test``) or MAGNN/PyG's (``adjM.npz``, ``node_types.npy``,
+  ``features_<t>.npz``, ``labels.npy``, ``train_val_test_idx.npz``; also as a zip such as
+  ``IMDB_processed.zip``), read into a :class:`~sgl.data.HeteroGraph`
+  (:mod:`sgl.datasets.hetero_files`).
 
-Feature files: ``.npy`` (``[n, d]``), ``.npz`` (a scipy sparse matrix or one array), or
-text with one row per node (row ``i`` = node ``i``; a header whose first name is ``id``,
-``node`` or ``node_id`` makes the first column the node id instead). ``features="onehot"``
-uses the identity (Kipf & Welling's choice for featureless graphs). Label files: ``.npy``,
-or text with one integer per line (row ``i`` = node ``i``) or ``id label`` pairs; ``-1``
-marks an unlabeled node.
+Feature files (:mod:`sgl.datasets.user_node_data`): ``.npy`` (``[n, d]``), ``.npz`` (a scipy
+sparse matrix or one array), ``.json`` in MUSAE's layout (``{"0": [feature ids], ...}``: a 0/1
+matrix), or text with one row per node (row ``i`` = node ``i``; a header whose first name is
+``id``, ``node`` or ``node_id`` makes the first column the node id instead).
+``features="onehot"`` uses the identity (Kipf & Welling's choice for featureless graphs).
+Label files (:mod:`sgl.datasets.user_labels`): ``.npy``, or text with one label per line,
+``id label`` pairs, or several columns (MUSAE's ``id,facebook_id,page_name,page_type``) with
+the label column named ``label``/``target``/``class``/``page_type``... or chosen by
+``label_column=``. Labels are integers (``-1`` = unlabeled) or **class names**, numbered in
+sorted order and kept as ``graph.label_names`` (saved with the graph and in run records).
 
 Without split masks in the files, a seeded stratified random split is drawn
 (:func:`sgl.datasets.random_split`, ``train_ratio``/``val_ratio``, default 60/20/20);
-``train_ratio``/``val_ratio`` given explicitly re-split a graph whose files carry masks.
-Every malformed row is reported with its file and line; NaN in a feature file names the file
-and row.
+``train_ratio``/``val_ratio`` given explicitly re-split a graph whose files carry masks (HGB:
+see :mod:`sgl.datasets.hetero_files`). Every malformed row is reported with its file and
+line; NaN in a feature file names the file and row.
 """
 from __future__ import annotations
 
@@ -39,41 +54,53 @@ from typing import Any, Dict, Optional, Union
 import numpy as np
 import torch
 
-from sgl.data import Graph
+from sgl.data import Graph, HeteroGraph
 from sgl.datasets.download import corrupt_file_error
 from sgl.datasets.edges import csr_graph, edges_to_csr
 from sgl.datasets.splits import random_split
-from sgl.datasets.tables import Table, check_finite_rows, read_table, sniff
-from sgl.errors import ConfigError, DatasetError, SGLError
+from sgl.datasets.tables import check_finite_rows, read_table, sniff
+from sgl.datasets.user_ids import drop_count_header, node_index
+from sgl.datasets.user_node_data import DENSE_MAX_BYTES, read_features
+from sgl.errors import ConfigError, DatasetError
 
 __all__ = ["load_file", "FILE_FORMATS"]
 
 PathLike = Union[str, os.PathLike]
 
 #: values of ``format=``
-FILE_FORMATS = ("edgelist", "npz", "graph")
-_ID_NAMES = ("id", "node", "node_id", "nid", "index")
-# The identity matrix is n^2 floats: past this many bytes a feature file is the only sane input.
-_ONEHOT_MAX_BYTES = 4 * 2**30
+FILE_FORMATS = ("edgelist", "npz", "graph", "hgb", "magnn")
 #: options that only an edge list reads (the other formats carry their own node data)
-_EDGELIST_ONLY = ("features", "labels", "delimiter", "header", "weighted", "num_nodes")
+_EDGELIST_ONLY = ("features", "labels", "label_column", "delimiter", "header", "weighted", "num_nodes", "relabel",
+                  "count_header")
 #: PyG ``Data`` keys this loader carries into the Graph
 _PYG_KEYS = ("edge_index", "x", "y", "edge_weight", "train_mask", "val_mask", "test_mask", "num_nodes")
+_HETERO_MARKER = b"sgl-hetero-1"  # HeteroGraph.save's format tag, as pickled in the archive
 
 
-def _resolve(path: PathLike, root: Optional[PathLike], what: str) -> Path:
+def _resolve(path: PathLike, root: Optional[PathLike]) -> Path:
     file = Path(os.path.expanduser(str(path)))
     if not file.is_absolute() and root is not None:
         file = Path(os.path.expanduser(str(root))) / file
-    if file.is_dir():
-        raise DatasetError(f"{file} is a folder; the {what} must be a file")
-    if not file.is_file():
+    if not file.exists():
         where = f" (relative paths are read from root={str(root)!r})" if root is not None else ""
-        raise DatasetError(f"no {what} at {file}{where}; check the path")
+        raise DatasetError(f"no graph file or folder at {file}{where}; check the path")
     return file
 
 
 def _detect_format(path: Path) -> str:
+    from sgl.datasets.hetero_files import hetero_layout
+
+    if path.is_dir():
+        layout = hetero_layout(path)
+        if layout is not None:
+            return layout
+        names = sorted(os.listdir(path))
+        hint = ""
+        if {"label.dat", "link.dat", "node.dat"} & set(names):
+            hint = " It looks like HGB's layout, which needs node.dat, link.dat and label.dat (+ label.dat.test)."
+        raise DatasetError(f"{path} is a folder but neither in HGB's layout (node.dat, link.dat, label.dat) nor "
+                           f"MAGNN/PyG's (adjM.npz, node_types.npy, ...); it holds {', '.join(names[:8]) or 'nothing'}."
+                           f"{hint} For a homogeneous graph, pass the edge list, .npz or saved graph file itself")
     if not zipfile.is_zipfile(path):
         return "edgelist"
     try:
@@ -85,93 +112,20 @@ def _detect_format(path: Path) -> str:
         return "npz"
     if any(name.endswith("data.pkl") for name in names):  # torch.save's zip layout
         return "graph"
-    raise DatasetError(f"{path} is a zip archive but neither a .npz nor a saved Graph (members: "
-                       f"{', '.join(names[:5])}); pass format='edgelist', 'npz' or 'graph'")
+    if hetero_layout(path) == "magnn":
+        return "magnn"
+    raise DatasetError(f"{path} is a zip archive but neither a .npz, a saved graph nor MAGNN's layout (members: "
+                       f"{', '.join(names[:5])}); pass format='edgelist', 'npz', 'graph' or 'magnn'")
 
 
-# ---------------------------------------------------------------------------- node data files
-def _read_features(spec: Any, root: Optional[PathLike], num_nodes: Optional[int]) -> np.ndarray:
-    path = _resolve(spec, root, "feature file")
-    if path.suffix == ".npy":
-        x = _load_array(path)
-    elif path.suffix == ".npz":
-        x = _load_npz_matrix(path)
-    else:
-        layout = sniff(path, what="feature file")
-        has_id = layout.header is not None and layout.header[0].strip().lower() in _ID_NAMES
-        table = read_table(layout, id_columns=1 if has_id else 0, what="feature file")
-        if layout.num_columns - has_id < 1:
-            raise DatasetError(f"{path}: no feature columns besides the node id")
-        x = _place_rows(table, path, "feature", num_nodes) if has_id else table.values
-        return x.astype(np.float32)
-    if x.ndim == 1:
-        x = x[:, None]
-    if x.ndim != 2 or not np.issubdtype(x.dtype, np.number):
-        raise DatasetError(f"{path}: features must be a numeric [num_nodes, num_features] array, got shape "
-                           f"{x.shape} and dtype {x.dtype}")
-    x = x.astype(np.float32)
-    check_finite_rows(x, path, "features")
-    return x
-
-
-def _place_rows(table: Table, path: Path, what: str, num_nodes: Optional[int]) -> np.ndarray:
-    """Rows keyed by the id column -> an array indexed by node id (missing rows: 0 / -1)."""
-    ids = table.ids[:, 0]
-    _, first, counts = np.unique(ids, return_index=True, return_counts=True)
-    if (counts > 1).any():
-        raise DatasetError(f"{path}: node {int(ids[first[counts > 1][0]])} has more than one {what} row")
-    n = max(int(ids.max()) + 1, num_nodes or 0)
-    if what == "feature" and ids.size < n:  # a label may be missing (unlabeled), a feature row may not
-        missing = np.setdiff1d(np.arange(n), ids)
-        raise DatasetError(f"{path}: node {int(missing[0])} has no feature row ({missing.size} nodes lack one); "
-                           f"give every node 0..{n - 1} a row")
-    out = np.full((n, table.values.shape[1]), -1.0 if what == "label" else 0.0)
-    out[ids] = table.values
-    return out
-
-
-def _load_array(path: Path) -> np.ndarray:
+def _is_saved_hetero(path: Path) -> bool:
+    """Whether a torch.save archive holds a HeteroGraph (its format tag is in the pickle)."""
     try:
-        return np.load(path, allow_pickle=False)
-    except Exception as exc:  # truncated, pickled object arrays, not an .npy
-        raise corrupt_file_error(path, exc) from exc
-
-
-def _load_npz_matrix(path: Path) -> np.ndarray:
-    import scipy.sparse as sp
-
-    try:
-        return sp.load_npz(path).toarray()
-    except Exception:
-        pass  # not a scipy sparse archive: an np.savez with one array
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            if len(archive.files) != 1:
-                raise DatasetError(f"{path}: a feature .npz must hold a scipy sparse matrix or exactly one array, "
-                                   f"found {', '.join(archive.files)}")
-            return np.asarray(archive[archive.files[0]])
-    except SGLError:
-        raise
-    except Exception as exc:
-        raise corrupt_file_error(path, exc) from exc
-
-
-def _read_labels(spec: Any, root: Optional[PathLike], num_nodes: Optional[int]) -> np.ndarray:
-    path = _resolve(spec, root, "label file")
-    if path.suffix == ".npy":
-        y = _load_array(path)
-        if y.ndim != 1 or not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.bool_)):
-            raise DatasetError(f"{path}: labels must be a 1-D integer array, got shape {y.shape} and dtype {y.dtype}")
-        return y.astype(np.int64)
-    layout = sniff(path, what="label file")
-    if layout.num_columns not in (1, 2):
-        raise DatasetError(f"{path}: a label file has one label per line or 'id label' pairs, not "
-                           f"{layout.num_columns} columns")
-    table = read_table(layout, id_columns=layout.num_columns - 1, int_columns=1, what="label file")
-    if layout.num_columns == 1:
-        return table.ids[:, 0]
-    y = _place_rows(Table(table.ids[:, :1], table.ids[:, 1:].astype(np.float64)), path, "label", num_nodes)
-    return y[:, 0].astype(np.int64)
+        with zipfile.ZipFile(path) as archive:
+            pickle = next((n for n in archive.namelist() if n.endswith("data.pkl")), None)
+            return pickle is not None and _HETERO_MARKER in archive.read(pickle)
+    except (zipfile.BadZipFile, OSError):
+        return False
 
 
 def _labels_with_unlabeled(y: np.ndarray) -> np.ndarray:
@@ -179,8 +133,10 @@ def _labels_with_unlabeled(y: np.ndarray) -> np.ndarray:
     return np.where(y < 0, -1, y)
 
 
-# ---------------------------------------------------------------------------- the three formats
+# ---------------------------------------------------------------------------- the formats
 def _read_edgelist(path: Path, root: Optional[PathLike], options: Dict[str, Any]) -> Graph:
+    from sgl.datasets.user_labels import read_labels
+
     layout = sniff(path, options["delimiter"] if options["delimiter"] is not None else "auto", options["header"],
                    what="edge list")
     weighted = options["weighted"]
@@ -190,58 +146,39 @@ def _read_edgelist(path: Path, root: Optional[PathLike], options: Dict[str, Any]
     if weighted and layout.num_columns != 3:
         raise DatasetError(f"{path}: weighted=True needs a third (weight) column; the file has 2")
     table = read_table(layout, id_columns=2, what="edge list")
-    src, dst = table.ids[:, 0], table.ids[:, 1]
-    x = y = None
-    feature_rows = label_rows = 0
-    if options["features"] is not None and str(options["features"]).lower() != "onehot":
-        x = _read_features(options["features"], root, options["num_nodes"])
-        feature_rows = x.shape[0]
-    if options["labels"] is not None:
-        y = _read_labels(options["labels"], root, options["num_nodes"])
-        label_rows = y.shape[0]
-    n = _num_nodes(path, src, dst, feature_rows, label_rows, options["num_nodes"])
-    if str(options["features"]).lower() == "onehot":
-        if 4 * n * n > _ONEHOT_MAX_BYTES:
+    ids, values = table.ids, table.values
+    if layout.header is None and layout.num_columns == 2 and drop_count_header(path, ids[:, 0], ids[:, 1],
+                                                                                options["count_header"]):
+        ids, values = ids[1:], values[1:]
+    src, dst = ids[:, 0], ids[:, 1]
+    onehot = str(options["features"]).lower() == "onehot"
+    features = read_features(options["features"], root) if options["features"] is not None and not onehot else None
+    labels = read_labels(options["labels"], root, options["label_column"]) if options["labels"] is not None else None
+    if options["label_column"] is not None and labels is None:
+        raise ConfigError("label_column picks the column of a label file; pass labels=PATH too")
+    index = node_index(path, src, dst, [rows for rows in (features, labels) if rows is not None],
+                       options["relabel"], options["num_nodes"])
+    n = index.num_nodes
+    x = None if features is None else index.place(features, "feature")
+    y = None if labels is None else _labels_with_unlabeled(index.place(labels, "label"))
+    if onehot:
+        if 4 * n * n > DENSE_MAX_BYTES:
             raise ConfigError(f"features='onehot' needs {4 * n * n / 2**30:.1f} GiB for {n:,} nodes; pass a "
                               f"feature file (features=PATH) instead")
         x = np.eye(n, dtype=np.float32)
-    x, y = _pad(x, n, 0.0), _pad(y, n, -1)
     undirected = True if options["undirected"] is None else bool(options["undirected"])
-    indptr, indices, ids = edges_to_csr(src, dst, n, undirected=undirected)
+    indptr, indices, order = edges_to_csr(index.position(src), index.position(dst), n, undirected=undirected)
     weight = None
     if layout.num_columns == 3 and weighted is not False:
-        w = table.values[:, 0].astype(np.float32)
-        weight = w[ids % len(src)] if len(src) else w
-    return csr_graph(indptr, indices, weight, x=None if x is None else torch.from_numpy(x),
-                     y=None if y is None else torch.from_numpy(_labels_with_unlabeled(y)), name=path.stem)
-
-
-def _num_nodes(path: Path, src: np.ndarray, dst: np.ndarray, feature_rows: int, label_rows: int,
-               given: Optional[int]) -> int:
-    largest = int(max(src.max(), dst.max())) + 1 if src.size else 0
-    if given is not None:
-        if isinstance(given, bool) or not isinstance(given, int) or given < 1:
-            raise ConfigError(f"num_nodes must be a positive integer, got {given!r}")
-        if largest > given:
-            raise DatasetError(f"{path}: node id {largest - 1} is out of range for num_nodes={given}")
-        for rows, what in ((feature_rows, "feature"), (label_rows, "label")):
-            if rows > given:
-                raise DatasetError(f"the {what} file has {rows} rows but num_nodes={given}")
-        return given
-    n = max(largest, feature_rows, label_rows)
-    if feature_rows and feature_rows < largest:
-        raise DatasetError(f"{path}: node id {largest - 1} has no row in the feature file ({feature_rows} rows); "
-                           f"give every node a feature row")
-    if n == 0:
-        raise DatasetError(f"{path}: the edge list has no edges and no node data")
-    return n
-
-
-def _pad(array: Optional[np.ndarray], n: int, fill: float) -> Optional[np.ndarray]:
-    if array is None or array.shape[0] >= n:
-        return array
-    pad = np.full((n - array.shape[0],) + array.shape[1:], fill, dtype=array.dtype)
-    return np.concatenate([array, pad])
+        w = values[:, 0].astype(np.float32)
+        weight = w[order % len(src)] if len(src) else w
+    graph = csr_graph(indptr, indices, weight, x=None if x is None else torch.from_numpy(np.ascontiguousarray(x)),
+                      y=None if y is None else torch.from_numpy(y), name=path.stem)
+    if index.node_ids is not None:
+        graph.node_ids = torch.from_numpy(index.node_ids)
+    if labels is not None and labels.names is not None:
+        graph.label_names = list(labels.names)
+    return graph
 
 
 def _read_pyg_npz(path: Path, arrays: Dict[str, np.ndarray], split: int, undirected: Optional[bool]) -> Graph:
@@ -322,28 +259,39 @@ def load_file(
     format: Optional[str] = None,
     features: Optional[PathLike] = None,
     labels: Optional[PathLike] = None,
+    label_column: Optional[Union[str, int]] = None,
     delimiter: Optional[str] = None,
     header: Optional[bool] = None,
     weighted: Optional[bool] = None,
     undirected: Optional[bool] = None,
+    relabel: Optional[bool] = None,
+    count_header: Optional[bool] = None,
     num_nodes: Optional[int] = None,
     train_ratio: Optional[float] = None,
     val_ratio: Optional[float] = None,
     seed: int = 0,
     split: Optional[int] = None,
-) -> Graph:
-    """A :class:`~sgl.data.Graph` from a user's files (see the module docstring for the formats).
+) -> Union[Graph, HeteroGraph]:
+    """A :class:`~sgl.data.Graph` (or :class:`~sgl.data.HeteroGraph`) from a user's files (see
+    the module docstring for the formats).
 
     Args:
-        path: the edge list, ``.npz`` or saved graph; relative paths are read from ``root``
-            when it is given.
-        format: ``"edgelist"``, ``"npz"`` or ``"graph"``; ``None`` detects it.
+        path: the edge list, ``.npz``, saved graph, or heterogeneous folder/zip; relative paths
+            are read from ``root`` when it is given.
+        format: ``"edgelist"``, ``"npz"``, ``"graph"``, ``"hgb"`` or ``"magnn"``; ``None``
+            detects it.
         features, labels: node-data files of an edge list (``features="onehot"``: identity).
+        label_column: the label file's column (header name or 0-based position).
         delimiter: ``"tab"``, ``","``, ``"whitespace"``, ...; ``None`` detects it.
         header: whether the first line is a header; ``None`` detects it.
         weighted: read the third column as edge weights (``None``: when there is one).
         undirected: symmetrize the edges (``None``: yes for edge lists, as stored otherwise).
-        num_nodes: node count when isolated nodes have no row anywhere.
+        relabel: number the ids that appear ``0..n-1`` (default; ``graph.node_ids`` keeps the
+            originals); ``False`` keeps ids as node numbers.
+        count_header: a first ``num_nodes num_edges`` line: ``None`` detects it, ``True``
+            drops the first row, ``False`` reads it as an edge.
+        num_nodes: node count when isolated nodes have no row anywhere (raw ids: implies
+            ``relabel=False``).
         train_ratio, val_ratio: the seeded stratified split (defaults 0.6 / 0.2) drawn when
             the files carry no masks; given explicitly, they replace the files' masks.
         seed: the split's seed. split: which mask column of a multi-split ``.npz``.
@@ -359,26 +307,54 @@ def load_file(
         ...                       train_ratio=0.5, val_ratio=0.0)
         >>> g.num_nodes, g.num_edges, g.num_features, g.num_classes, g.split_sizes()
         (4, 8, 4, 2, (2, 0, 2))
+
+    A SNAP file with a count header and sparse ids:
+
+        >>> _ = (folder / "snap.txt").write_text("# Nodes: 3 Edges: 2\\n3\\t2\\n10\\t500\\n500\\t26196\\n")
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True):
+        ...     g = sgl.datasets.load_file(folder / "snap.txt")
+        >>> g.num_nodes, g.node_ids.tolist()
+        (3, [10, 500, 26196])
     """
-    file = _resolve(path, root, "graph file")
+    file = _resolve(path, root)
     fmt = _detect_format(file) if format is None else str(format).lower().replace("-", "")
     if fmt not in FILE_FORMATS:
         raise ConfigError(f"format must be one of {', '.join(FILE_FORMATS)}, got {format!r}")
-    options = dict(features=features, labels=labels, delimiter=delimiter, header=header, weighted=weighted,
-                   undirected=undirected, num_nodes=num_nodes, seed=seed, split=split)
+    if file.is_dir() and fmt not in ("hgb", "magnn"):
+        raise DatasetError(f"{file} is a folder; format={fmt!r} reads a file (a folder is read as HGB or MAGNN)")
+    options = dict(features=features, labels=labels, label_column=label_column, delimiter=delimiter, header=header,
+                   weighted=weighted, undirected=undirected, relabel=relabel, count_header=count_header,
+                   num_nodes=num_nodes, seed=seed, split=split)
     if fmt != "edgelist":
         given = [key for key in _EDGELIST_ONLY if options[key] is not None]
+        if fmt in ("hgb", "magnn") and undirected is not None:
+            given.append("undirected")
         if given:
-            raise ConfigError(f"{file.name} is a {'.npz archive' if fmt == 'npz' else 'saved Graph'}, which carries "
-                              f"its own node data; the option(s) {', '.join(given)} apply to edge lists only")
+            kind = {"npz": "a .npz archive", "graph": "a saved graph"}.get(fmt, f"a heterogeneous graph ({fmt})")
+            raise ConfigError(f"{file.name} is {kind}, which carries its own node data; the option(s) "
+                              f"{', '.join(given)} apply to edge lists only")
     if fmt != "npz" and split is not None:
         raise ConfigError(f"split picks one of the mask sets of a multi-split .npz; {file.name} is not one, so "
                           f"remove it (train_ratio / val_ratio / seed set a random split)")
     options["split"] = 0 if split is None else split
+    if fmt == "hgb":
+        from sgl.datasets.hetero_hgb import read_hgb
+
+        return read_hgb(file, train_ratio=train_ratio, val_ratio=val_ratio, seed=seed)
     if fmt == "edgelist":
         graph = _read_edgelist(file, root, options)
     elif fmt == "npz":
         graph = _read_any_npz(file, options)
+    elif fmt == "magnn":
+        from sgl.datasets.hetero_files import read_magnn
+
+        graph = read_magnn(file)
+    elif _is_saved_hetero(file):
+        graph = HeteroGraph.load(file)
+        if undirected:
+            raise ConfigError(f"{file.name} is a saved HeteroGraph, whose relations are read both ways already; "
+                              f"remove undirected")
     else:
         graph = Graph.load(file)
         if undirected:

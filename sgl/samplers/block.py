@@ -1,4 +1,16 @@
-"""What a sampler hands to a model: bipartite per-layer blocks and the mini-batch around them."""
+"""What a sampler hands to a model: bipartite per-layer blocks and the mini-batch around them.
+
+Both move between devices like a :class:`~sgl.data.Graph` (:mod:`sgl.data.placement`):
+``to(device, non_blocking=False)``, ``cpu()``, ``cuda()``, ``pin_memory()`` and ``device``
+return a new object with every tensor moved (a mini-batch's blocks included).
+
+Example:
+    >>> import torch
+    >>> batch = MiniBatch(torch.tensor([3, 1]), [Block(torch.tensor([[1], [0]]), 2, 1)], torch.tensor([3]))
+    >>> moved = batch.to("cpu")
+    >>> moved.device, moved.blocks[0].edge_index.tolist(), moved is batch
+    (device(type='cpu'), [[1], [0]], False)
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,11 +19,13 @@ from typing import List, Optional, Tuple
 import numpy as np
 import torch
 
+from sgl.data.placement import DevicePlacement
+
 __all__ = ["Block", "MiniBatch"]
 
 
 @dataclass
-class Block:
+class Block(DevicePlacement):
     """One message-passing layer of a mini-batch: a bipartite graph ``src -> dst``.
 
     ``edge_index`` is ``[2, E]`` with row 0 = local *source* positions in ``[0, num_src)`` and
@@ -36,16 +50,12 @@ class Block:
     def num_edges(self) -> int:
         return int(self.edge_index.size(1))
 
-    def to(self, device: torch.device) -> "Block":
-        weight = None if self.edge_weight is None else self.edge_weight.to(device)
-        return Block(self.edge_index.to(device), self.num_src, self.num_dst, weight)
-
     def __repr__(self) -> str:
         return f"Block(num_src={self.num_src}, num_dst={self.num_dst}, num_edges={self.num_edges})"
 
 
 @dataclass
-class MiniBatch:
+class MiniBatch(DevicePlacement):
     """A sampled computation graph.
 
     Attributes:
@@ -79,7 +89,7 @@ class MiniBatch:
     def computed_inputs(self) -> np.ndarray:
         """Global ids of the last layer's inputs the model computes (not pruned): every entry of
         ``last_input_nodes`` before the trailing ``pruned`` ones."""
-        return self.last_input_nodes[:self.last_input_nodes.numel() - self.pruned.numel()].numpy()
+        return self.last_input_nodes[:self.last_input_nodes.numel() - self.pruned.numel()].cpu().numpy()
 
     @property
     def num_sampled_edges(self) -> int:
