@@ -15,6 +15,10 @@ from sgl.ops.graph_ops import (
     spmm,
 )
 from sgl.ops.propagate import DEFAULT_CHUNK_BYTES, propagate_hops, propagation_cache_key
+from sgl.ops.partition import (
+    PARTITION_METHODS, GraphPartition, local_partition, partition_assignment, partition_graph,
+)
+from sgl.ops.dist_propagate import DistHops, HaloStats, dist_propagate_hops, gather_hops
 from sgl.ops.kernels import FusedAdjacency, csr_spmm, fused_adjacency
 from sgl.ops.reorder import bandwidth, rcm_order, reorder_graph
 from sgl.ops.hetero import (
@@ -69,6 +73,8 @@ __all__ = [
     "propagate_hops",
     "propagation_cache_key",
     "DEFAULT_CHUNK_BYTES",
+    "GraphPartition", "PARTITION_METHODS", "local_partition", "partition_assignment", "partition_graph",
+    "DistHops", "HaloStats", "dist_propagate_hops", "gather_hops",
     "FusedAdjacency", "csr_spmm", "fused_adjacency", "bandwidth", "rcm_order", "reorder_graph",
     "fill_featureless", "transe_embeddings", "transe_loss", "align_type_features", "aligned_width", "type_blocks",
     "mean_adjacency",

@@ -31,7 +31,7 @@ from numba import njit
 
 from sgl.ops._spmm_numba import _prefetch
 
-__all__ = ["hop_offsets", "positions_rows", "draw_rows", "relabel", "run_rows"]
+__all__ = ["hop_offsets", "positions_rows", "positions_rows_at", "draw_rows", "relabel", "run_rows"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -88,18 +88,24 @@ def _row_offsets(indptr, nodes, first, fanout, replace, key, buf, r):  # pragma:
     """
     v = nodes[r]
     start = indptr[v]
-    deg = indptr[v + 1] - start
-    base = first[r]
+    return start, _draw_offsets(v, indptr[v + 1] - start, first[r], fanout, replace, key, buf)
+
+
+@njit(inline="always", cache=True)
+def _draw_offsets(v, deg, base, fanout, replace, key, buf):  # pragma: no cover - compiled
+    """The draws of :func:`_row_offsets` for node id ``v`` of degree ``deg`` into ``buf[base:]``;
+    returns the count. Only ``(key, v, deg)`` matter, not where the row is stored, so a process
+    holding ``v``'s row under another index draws the same (:mod:`sgl.samplers.distributed`)."""
     if deg == 0:
-        return start, 0
+        return 0
     if replace:
         for i in range(fanout):
             buf[base + i] = np.int64(_uniform(key, v, i) * deg)
-        return start, fanout
+        return fanout
     if deg <= fanout:
         for i in range(deg):
             buf[base + i] = i
-        return start, deg
+        return deg
     for i in range(fanout):
         j = deg - fanout + i
         t = np.int64(_uniform(key, v, i) * (j + 1))
@@ -108,7 +114,7 @@ def _row_offsets(indptr, nodes, first, fanout, replace, key, buf, r):  # pragma:
                 t = j
                 break
         buf[base + i] = t
-    return start, fanout
+    return fanout
 
 
 @njit(inline="always", cache=True)
@@ -127,6 +133,20 @@ def positions_rows(indptr, nodes, first, fanout, replace, key, pos, lo, hi):  # 
             _prefetch(indptr, np.uint64(nodes[r + _AHEAD]))
         start, count = _row_offsets(indptr, nodes, first, fanout, replace, key, pos, r)
         base = first[r]
+        for i in range(count):
+            pos[base + i] += start
+
+
+@njit(cache=True, nogil=True)
+def positions_rows_at(indptr, rows, ids, first, fanout, replace, key, pos, lo, hi):  # pragma: no cover - compiled
+    """:func:`positions_rows` for rows stored at ``indptr[rows[r]]`` but drawn as node ``ids[r]``:
+    a partition's local CSR samples its nodes exactly as the whole graph's CSR does."""
+    for r in range(lo, hi):
+        if r + _AHEAD < hi:
+            _prefetch(indptr, np.uint64(rows[r + _AHEAD]))
+        start = indptr[rows[r]]
+        base = first[r]
+        count = _draw_offsets(ids[r], indptr[rows[r] + 1] - start, base, fanout, replace, key, pos)
         for i in range(count):
             pos[base + i] += start
 

@@ -148,6 +148,12 @@ def sample_neighbors(indptr: np.ndarray, nodes: np.ndarray, fanout: int, rng: np
     return row, start[row] + offset
 
 
+def parallel_hop_key(key: int, hop: int) -> int:
+    """The counter key of hop ``hop`` of a parallel-path batch with key ``key``: every hop draws
+    from its own streams (also used by :class:`sgl.samplers.DistNeighborSampler`)."""
+    return (int(key) + int(hop) * 0x632BE59BD9B4E019) % 2**64
+
+
 def _rows_of(first: np.ndarray, total: int) -> np.ndarray:
     """Each sampled edge's destination row, from the rows' first edge offsets and the edge total."""
     return np.repeat(np.arange(first.size), np.diff(np.append(first, total)))
@@ -343,7 +349,7 @@ class NeighborSampler:
             if hop >= 2 and pruned.size:
                 keep = _unpruned(pruned_at, pruned.size, frontier_size)
                 frontier = frontier[keep]
-            hop_key = np.uint64((key + hop * 0x632BE59BD9B4E019) % 2**64)
+            hop_key = np.uint64(parallel_hop_key(key, hop))
             first = np.empty(frontier.size, dtype=np.int64)
             total = ps.hop_offsets(indptr, frontier, fanout, self.replace, first)
             edge_index = np.empty((2, total), dtype=np.int64)
