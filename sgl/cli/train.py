@@ -3,6 +3,7 @@
     sgl train --model sgc --dataset cora --root DIR --k 3 --seeds 10 --out run.json
     sgl train --config run.json                       # replays a run from its record
     sgl train --task link|cluster|graph|ctr ...
+    sgl train --task link --model gcn --link-decoder mlp --link-hits-k 20,50   # encoder + pair decoder
     sgl train --sampler neighbor --fanouts 15,10      # sampled mini-batches (sage/gcn)
     sgl train --sampler outre --dataset store:DIR --memory-budget 256MB
     sgl train --model gcmae --model-option preset=cora --dataset cora --seeds 5   # pre-train, then a linear probe
@@ -25,11 +26,14 @@ __all__ = ["register", "build_run_config", "check_paths", "cmd_train"]
 _TRAIN_FLAGS = ("lr", "weight_decay", "epochs", "batch_size", "patience", "device")
 #: task -> its own flags (dest name -> task_options key)
 _TASK_FLAGS: Dict[str, Dict[str, str]] = {
-    "link": {"link_val_ratio": "val_ratio", "link_test_ratio": "test_ratio"},
+    "link": {"link_val_ratio": "val_ratio", "link_test_ratio": "test_ratio", "link_neg_ratio": "neg_ratio",
+             "link_decoder": "decoder", "link_hits_k": "hits_k", "link_embed_dim": "embed_dim"},
     "cluster": {"cluster_n_init": "n_init"},
     "graph": {"graph_folds": "folds", "graph_pooling": "pooling", "graph_classifier": "classifier"},
 }
 _CTR_FLAGS = {"ctr_embedding": "embedding", "ctr_compression": "compression", "ctr_embed_dim": "embed_dim"}
+#: --task link flags of a zoo model trained with a decoder only (a self-supervised model is scored by cosine)
+_SUPERVISED_LINK_FLAGS = ["link_neg_ratio", "link_decoder", "link_hits_k", "link_embed_dim"]
 #: the linear probe of a self-supervised model under --task node (dest = task_options key)
 _PROBE_FLAGS = ("probe_epochs", "probe_lr", "probe_weight_decay", "probe_standardize")
 #: flags of node classification by a supervised model only
@@ -93,9 +97,17 @@ def register(sub: Any) -> None:
     g.add_argument("--probe-standardize", action="store_true",
                    help="standardise the embeddings with training-row statistics (default: raw embeddings, as "
                         "the official GCMAE/GraphMAE protocol)")
-    g = t.add_argument_group("--task link")
-    g.add_argument("--link-val-ratio", type=float, help="held-out validation edges (default 0.05)")
+    g = t.add_argument_group("--task link: a self-supervised --model's embeddings are scored by cosine; a zoo model "
+                             "is trained as an encoder with a pair decoder")
+    g.add_argument("--link-val-ratio", type=float, help="held-out validation edges (default 0.05; an OGB link set "
+                                                          "brings its own split)")
     g.add_argument("--link-test-ratio", type=float, help="held-out test edges (default 0.1)")
+    g.add_argument("--link-decoder", choices=("dot", "mlp"), help="pair decoder: dot product (default) or an MLP on "
+                                                                  "the Hadamard product")
+    g.add_argument("--link-neg-ratio", type=float, metavar="R",
+                   help="negatives per positive edge, held out and per epoch (default 1)")
+    g.add_argument("--link-hits-k", metavar="K,K", help="Hits@K reported for each K (default 20,50,100)")
+    g.add_argument("--link-embed-dim", type=int, metavar="D", help="encoder output width (default 64)")
     g = t.add_argument_group("--task cluster")
     g.add_argument("--cluster-n-init", type=int, help="k-means restarts (default 10)")
     g = t.add_argument_group("--task graph")
@@ -151,15 +163,21 @@ def build_run_config(args: argparse.Namespace):
     data["dataset_options"] = {**(data.get("dataset_options") or {}),
                                **key_values(args.dataset_option, "--dataset-option")}
     probe = task == "node" and _self_supervised(data.get("model"))
-    ssl = task in _TASK_FLAGS or probe
+    supervised_link = task == "link" and not _self_supervised(data.get("model") or TASKS[task][0])
+    ssl = (task in _TASK_FLAGS and not supervised_link) or probe
     other_task_flags = [d for t, flags in _TASK_FLAGS.items() if t != task for d in flags]
     _reject(args, other_task_flags + ([] if task == "ctr" else [*_CTR_FLAGS, "ctr_embedding_option", "ctr_split"]),
             where)
     if not probe:
         _reject(args, list(_PROBE_FLAGS), f"{where} --model {data.get('model') or TASKS[task][0]} (the linear probe "
                                           f"evaluates a self-supervised --model under --task node)")
+    if task == "link" and not supervised_link:
+        _reject(args, _SUPERVISED_LINK_FLAGS, f"{where} --model {data.get('model') or TASKS[task][0]} (a self-supervised "
+                                              f"model's embeddings are scored by cosine; it configures a zoo model "
+                                              f"trained with a decoder, e.g. --model gcn)")
     if task != "node":
-        _reject(args, _NODE_FLAGS, f"{where} (it applies to node classification)")
+        _reject(args, [d for d in _NODE_FLAGS if not (supervised_link and d == "k")],
+                f"{where} (it applies to node classification)")
     elif probe:
         _reject(args, _NODE_FLAGS, f"--model {data['model']} (a self-supervised model is pre-trained on the whole "
                                    f"graph, then probed linearly)")
@@ -182,6 +200,13 @@ def build_run_config(args: argparse.Namespace):
             model_config["dropout"] = args.dropout
     if task == "node" and not probe:
         _node_flags(args, data, model_config)
+    if supervised_link:
+        if args.k is not None:
+            model_config["k"] = args.k
+        options = {key: getattr(args, dest) for dest, key in _TASK_FLAGS["link"].items() if _given(args, dest)}
+        if args.link_hits_k is not None:
+            options["hits_k"] = _ints(args.link_hits_k, "--link-hits-k")
+        data["task_options"] = {**(data.get("task_options") or {}), **options}
     if task == "ctr":
         _ctr_flags(args, data)
     data["model_config"] = model_config
@@ -281,9 +306,17 @@ def _print_results(config: Any, record: Dict[str, Any]) -> None:
             print(f"{label}: {format_stat(record[key], n, scale=1, digits=4)}")
         print(f"embedding memory: {record['embedding_bytes']:,} bytes; training {record['train_time_s']['mean']:.2f} s "
               f"per seed")
-    elif config.task == "link":
+    elif config.task == "link" and config.self_supervised:
         for key in ("test_auc", "test_ap"):
             print(f"link {key.replace('_', ' ')}: {format_stat(record[key], n)}")
+    elif config.task == "link":
+        print(f"{'link metric':<12} {'validation':>14} {'test':>14}")
+        for name in record["metrics"]:
+            val, test = (record[f"{part}_{name}"] for part in ("val", "test"))
+            print((f"{name:<12} " + " ".join(f"{100 * v['mean']:>7.2f} ± {100 * v['std']:<5.2f}"
+                                             for v in (val, test))).rstrip())
+        print(f"({n} seed{'s' if n != 1 else ''}; {record['split']} edge split, epoch chosen on validation "
+              f"{record['metric']}; training {record['train_time_s']:.1f} s in all)")
     elif config.task == "cluster":
         for key in ("nmi", "ari", "acc"):
             print(f"clustering {key}: {format_stat(record[key], n)}")

@@ -35,6 +35,11 @@ _HETEROPHILY = (("roman-empire", "Roman-empire word dependencies, 22,662 nodes, 
 _OGB = (("ogbn-arxiv", "OGB arXiv citation graph, 169k nodes, 40 classes, time split"),
         ("ogbn-products", "OGB Amazon products graph, 2.4M nodes, 47 classes, sales-rank split"),
         ("ogbn-papers100M", "OGB papers100M citation graph, 111M nodes, 172 classes (binary npz layout)"))
+#: OGB link-property sets: the training graph plus OGB's split (graph.link_split) and metric
+_OGBL = (("ogbl-collab", "OGB author collaborations, 235k nodes, time split, Hits@50"),
+         ("ogbl-ddi", "OGB drug-drug interactions, 4,267 nodes, no features, target split, Hits@20"),
+         ("ogbl-ppa", "OGB protein associations, 576k nodes, throughput split, Hits@100"),
+         ("ogbl-citation2", "OGB citations, 2.9M nodes, time split, MRR against 1,000 negatives each"))
 
 
 def _rows() -> List[Row]:
@@ -67,6 +72,8 @@ def _rows() -> List[Row]:
               "institution/field, 349 venues, time split (OGB layout)", "node", (), None),
              ("synthetic-mag", "sgl.datasets.hetero_synthetic:synthetic_mag", "seeded ogbn-mag-shaped heterogeneous "
               "graph with planted paper classes (scale=1.0: 1.9M nodes, 21M edges)", "node", (), "without_root")]
+    rows += [(name, "sgl.datasets.ogb_link:load_ogb_link", description, "link", (name,), None)
+             for name, description in _OGBL]
     rows += [("facebook", "sgl.datasets.snap:load_facebook", "SNAP ego-Facebook friendships: 4,039 nodes, "
               "88,234 undirected edges, no features (SNAP edge list)", "link", (), None)]
     rows += [

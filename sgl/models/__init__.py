@@ -1,7 +1,8 @@
 """Models: scalable (SGAP) GNNs built on the precompute -> train -> postprocess split, and more.
 
 Besides the SGAP zoo (:data:`MODELS`): full-batch message-passing baselines, self-supervised
-models (:mod:`sgl.models.ssl`), structure learners (:mod:`sgl.models.gsl`) and CTR models.
+models (:mod:`sgl.models.ssl`), structure learners (:mod:`sgl.models.gsl`), CTR models, and
+link decoders that score node pairs from an encoder's embeddings (:mod:`sgl.models.link_decoders`).
 Models never train themselves: every training loop is in :mod:`sgl.tasks`, which drives them
 through the declared :class:`ScalableModel` protocol (precompute / forward / postprocess / full_batch).
 """
@@ -20,6 +21,7 @@ from sgl.models.gsl import (
     RWGSL, STRUCTURE_LEARNERS, KNNGraph, KNNGraphConfig, NoStructureLearning, RWGSLConfig, structure_learner,
 )
 from sgl.models.message_passing import GAT, GCN, MESSAGE_PASSING_MODELS, GATConfig, GCNConfig, GraphSAGE, SAGEConfig
+from sgl.models.link_decoders import LINK_DECODERS, HadamardMLPDecoder, InnerProductDecoder, build_link_decoder
 from sgl.models.hetero import HETERO_MODELS, HGT, RGCN, SeHGNN, HeteroGAMLP, NARSSIGN, build_hetero_model
 from sgl.models.mlp import MLP, ResMLP
 from sgl.models.nafs import NAFS, NAFSConfig
@@ -46,6 +48,7 @@ __all__ = [
     "GAE", "GAEConfig", "SSL_MODELS", "build_ssl_model", "ssl_model_config",
     "WDL", "DeepFM", "DCN", "DLRM", "CTRModelConfig", "CTR_MODELS", "build_ctr_model",
     "NARSSIGN", "SeHGNN", "HeteroGAMLP", "RGCN", "HGT", "HETERO_MODELS", "build_hetero_model",
+    "InnerProductDecoder", "HadamardMLPDecoder", "LINK_DECODERS", "build_link_decoder",
 ]
 
 #: name -> (model class, config dataclass, one-line description)

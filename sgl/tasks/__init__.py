@@ -6,7 +6,9 @@
 * node classification (:class:`Trainer`, :func:`run_node_classification`, GAMLP's RLU),
   sampled mini-batches (:mod:`sgl.tasks.minibatch`), out-of-core training
   (:mod:`sgl.tasks.outofcore`), self-supervised pre-training (:func:`pretrain`), structure
-  learning (:func:`learn_structure`), link prediction, clustering, graph classification, CTR.
+  learning (:func:`learn_structure`), link prediction (self-supervised embeddings, or a zoo model
+  trained with a pair decoder: :func:`fit_link_predictor`; OGB's Hits@K and MRR), clustering, graph
+  classification, CTR.
 * run records' provenance (:func:`run_provenance`: SGL and torch versions, :func:`dataset_hash`).
 """
 from sgl.tasks.config import TrainConfig
@@ -25,6 +27,8 @@ from sgl.tasks.clustering import cluster_metrics, clustering_accuracy, kmeans, r
 from sgl.tasks.graph_classification import batch_graphs, evaluate_graph_embeddings, pool, run_graph_classification
 from sgl.tasks.linear_probe import linear_probe, run_linear_probe
 from sgl.tasks.link_prediction import EdgeSplit, link_metrics, link_scores, run_link_prediction, split_edges
+from sgl.tasks.link_supervised import fit_link_predictor, run_supervised_link_prediction
+from sgl.tasks.ranking_metrics import hits_at_k, link_eval, mean_reciprocal_rank
 from sgl.tasks.pseudo_labels import model_pseudo_labels
 from sgl.tasks.ssl_pretraining import pretrain
 from sgl.tasks.structure_learning import learn_structure, rwgsl_pseudo_labels
@@ -35,6 +39,7 @@ __all__ = ["accuracy", "macro_f1", "TrainConfig", "Trainer", "Distillation", "ru
            "seed_everything", "summarize", "RLUConfig", "train_rlu",
            "linear_probe", "run_linear_probe", "cluster_metrics", "clustering_accuracy", "kmeans", "run_clustering",
            "EdgeSplit", "split_edges", "link_scores", "link_metrics", "run_link_prediction",
+           "fit_link_predictor", "run_supervised_link_prediction", "hits_at_k", "mean_reciprocal_rank", "link_eval",
            "batch_graphs", "pool", "evaluate_graph_embeddings", "run_graph_classification", "model_pseudo_labels",
            "pretrain", "learn_structure", "rwgsl_pseudo_labels",
            "OutOfCoreConfig", "OutOfCoreTrainer", "dataset_hash", "run_provenance",

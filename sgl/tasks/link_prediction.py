@@ -1,11 +1,16 @@
-"""Link prediction with self-supervised embeddings: edge split, negatives, AUC / AP.
+"""Link prediction: the edge split, negatives, and evaluation of self-supervised embeddings.
 
 :func:`split_edges` holds out a fraction of the *undirected* edges (both directions leave
-the training graph together) for validation and test, each with as many uniformly
-sampled non-edges as negatives (never a self-loop, never an edge of the full graph, no
-duplicates). A model is pre-trained on the training graph only; a pair is scored by the
-dot product of the L2-normalised embeddings (cosine), and AUC / AP come from
-scikit-learn.
+the training graph together) for validation and test, each with ``neg_ratio`` times as many
+uniformly sampled non-edges as negatives (never a self-loop, never an edge of the full
+graph, no duplicates): the semantics of PyG's ``RandomLinkSplit(is_undirected=True)``, whose
+sizes ``rounding="floor"`` reproduces exactly. Unlike ``RandomLinkSplit``, the test set is
+evaluated on the training graph too (PyG adds the validation edges to the test graph).
+
+:func:`run_link_prediction` evaluates a self-supervised model: pre-trained on the training
+graph only, a pair scored by the dot product of the L2-normalised embeddings (cosine), AUC /
+AP from scikit-learn. Supervised encoders with a trained decoder are in
+:mod:`sgl.tasks.link_supervised`.
 
 Example:
     >>> import sgl
@@ -17,29 +22,17 @@ Example:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Sequence
 
 import torch
 import torch.nn.functional as F
 
-from sgl.data import Graph
+from sgl.data import EdgeSplit, Graph
 from sgl.errors import ConfigError, GraphError
 from sgl.tasks.ssl_pretraining import pretrain
 
 __all__ = ["EdgeSplit", "split_edges", "sample_negatives", "link_scores", "link_metrics",
            "run_link_prediction"]
-
-
-@dataclass
-class EdgeSplit:
-    """Training graph (held-out edges removed in both directions) and ``[2, k]`` pair sets."""
-
-    train_graph: Graph
-    val_pos: torch.Tensor
-    val_neg: torch.Tensor
-    test_pos: torch.Tensor
-    test_neg: torch.Tensor
 
 
 def _undirected_pairs(graph: Graph) -> torch.Tensor:
@@ -86,8 +79,22 @@ def sample_negatives(num_nodes: int, count: int, forbidden: torch.Tensor, genera
     return torch.stack([found // n, found % n])
 
 
-def split_edges(graph: Graph, val_ratio: float = 0.05, test_ratio: float = 0.1, seed: int = 0) -> EdgeSplit:
-    """Hold out ``val_ratio`` / ``test_ratio`` of the undirected edges, with as many negatives."""
+def split_edges(graph: Graph, val_ratio: float = 0.05, test_ratio: float = 0.1, seed: int = 0,
+                neg_ratio: float = 1.0, rounding: str = "nearest") -> EdgeSplit:
+    """Hold out ``val_ratio`` / ``test_ratio`` of the undirected edges with ``neg_ratio`` times as
+    many negatives (``int(neg_ratio * positives)`` per set, as PyG).
+
+    ``rounding``: how a ratio becomes an edge count: ``"floor"`` is PyG's
+    ``int(ratio * m)`` (supervised link prediction uses it); ``"nearest"``, ``round(ratio * m)``,
+    is the default so that earlier self-supervised records and benchmarks replay.
+
+    Example:
+        >>> import sgl
+        >>> graph = sgl.datasets.load("karate")        # 78 undirected edges
+        >>> split = split_edges(graph, 0.1, 0.2, seed=0, neg_ratio=2.0, rounding="floor")
+        >>> split.val_pos.size(1), split.test_pos.size(1), split.test_neg.size(1), split.train_pos.size(1)
+        (7, 15, 30, 56)
+    """
     if not isinstance(graph, Graph):
         raise GraphError(f"split_edges takes an sgl.data.Graph, got {type(graph).__name__}")
     for name, value in (("val_ratio", val_ratio), ("test_ratio", test_ratio)):
@@ -95,22 +102,31 @@ def split_edges(graph: Graph, val_ratio: float = 0.05, test_ratio: float = 0.1, 
             raise ConfigError(f"{name} must be in [0, 1), got {value}")
     if test_ratio == 0 or val_ratio + test_ratio >= 1.0:
         raise ConfigError(f"need test_ratio > 0 and val_ratio + test_ratio < 1, got {val_ratio} + {test_ratio}")
+    if isinstance(neg_ratio, bool) or not isinstance(neg_ratio, (int, float)) or not 0 < neg_ratio < float("inf"):
+        raise ConfigError(f"neg_ratio (negatives per held-out positive) must be a number > 0, got {neg_ratio!r}")
+    if rounding not in ("nearest", "floor"):
+        raise ConfigError(f"rounding must be 'nearest' or 'floor' (PyG's int(ratio * m)), got {rounding!r}")
     pairs = _undirected_pairs(graph)
     m = pairs.size(1)
-    n_test, n_val = int(round(test_ratio * m)), int(round(val_ratio * m))
+    count = (lambda r: int(r * m)) if rounding == "floor" else (lambda r: int(round(r * m)))
+    n_test, n_val = count(test_ratio), count(val_ratio)
     if m == 0 or n_test == 0 or m - n_test - n_val < 1:
         raise GraphError(f"the graph has {m} undirected edges: too few to hold out {test_ratio:.0%} for test "
                          f"and {val_ratio:.0%} for validation and still train")
+    neg_test, neg_val = int(neg_ratio * n_test), int(neg_ratio * n_val)
+    if neg_test == 0:
+        raise ConfigError(f"neg_ratio={neg_ratio} leaves the {n_test} test edges without negatives; raise it")
     generator = torch.Generator().manual_seed(seed)
     perm = torch.randperm(m, generator=generator)
     test, val, train = perm[:n_test], perm[n_test:n_test + n_val], perm[n_test + n_val:]
     forbidden = pairs[0] * graph.num_nodes + pairs[1]  # sorted: pairs came from torch.unique
-    negatives = sample_negatives(graph.num_nodes, n_test + n_val, forbidden, generator)
+    negatives = sample_negatives(graph.num_nodes, neg_test + neg_val, forbidden, generator)
     tp = pairs[:, train]
     train_graph = Graph.from_edge_index(torch.cat([tp, tp.flip(0)], dim=1), num_nodes=graph.num_nodes,
                                         x=graph.x, y=graph.y, train_mask=graph.train_mask,
                                         val_mask=graph.val_mask, test_mask=graph.test_mask, name=graph.name)
-    return EdgeSplit(train_graph, pairs[:, val], negatives[:, n_test:], pairs[:, test], negatives[:, :n_test])
+    return EdgeSplit(train_graph, pairs[:, val], negatives[:, neg_test:], pairs[:, test], negatives[:, :neg_test],
+                     train_pos=tp)
 
 
 def link_scores(embeddings: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
@@ -127,13 +143,11 @@ def link_metrics(pos_scores: torch.Tensor, neg_scores: torch.Tensor) -> Dict[str
         >>> link_metrics(torch.tensor([0.9, 0.4]), torch.tensor([0.5, 0.1]))
         {'auc': 0.75, 'ap': 0.8333333333333333}
     """
-    from sklearn.metrics import average_precision_score, roc_auc_score
+    from sgl.tasks.ranking_metrics import roc_auc_ap
 
     if pos_scores.numel() == 0 or neg_scores.numel() == 0:
         raise GraphError("link metrics need at least one positive and one negative pair")
-    scores = torch.cat([pos_scores, neg_scores]).double().numpy()
-    target = torch.cat([torch.ones(pos_scores.numel()), torch.zeros(neg_scores.numel())]).numpy()
-    return {"auc": float(roc_auc_score(target, scores)), "ap": float(average_precision_score(target, scores))}
+    return roc_auc_ap(pos_scores, neg_scores)
 
 
 def run_link_prediction(model_factory: Callable[[], Any], graph: Graph, seeds: Sequence[int] = (0,),

@@ -5,7 +5,7 @@ torch version and a content hash of the dataset the run trained on, so two recor
 different numbers can be told apart by code or by data. The hash is cheap next to training:
 
 * a :class:`~sgl.data.Graph`: its structure (:meth:`~sgl.data.Graph.content_hash`) and the
-  bytes of its features, labels and split masks;
+  bytes of its features, labels and split masks (and of its edge split, ``graph.link_split``);
 * a collection of graphs: every graph's hash and the graph labels;
 * CTR data: the bytes of arrays held in memory, and for memory-mapped arrays (an on-disk
   store of Criteo-size data) the file's name, size and modification time;
@@ -67,6 +67,10 @@ def dataset_hash(data: Any) -> str:
         digest.update(data.content_hash().encode())
         for name in _GRAPH_ARRAYS:
             _update(digest, name, getattr(data, name, None))
+        split = getattr(data, "link_split", None)
+        if split is not None:  # a dataset's own edge split (OGB link sets) decides what is trained and tested
+            for name in ("train_pos", "val_pos", "val_neg", "test_pos", "test_neg"):
+                _update(digest, f"link_split.{name}", getattr(split, name, None))
     elif hasattr(data, "graphs") and hasattr(data, "labels"):  # a GraphDataset
         for graph in data.graphs:
             digest.update(dataset_hash(graph).encode())

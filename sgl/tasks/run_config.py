@@ -8,7 +8,9 @@ the model and its config, the dataset, the seeds, the training settings (a
 :class:`~sgl.tasks.TrainConfig`), and the optional parts of a run: a sampler (mini-batch or
 out-of-core), graph structure learning, GAMLP's RLU, and a CTR embedding with its compression
 ratio. An option that the chosen task does not read is a :class:`~sgl.errors.ConfigError`,
-never silently dropped.
+never silently dropped. Under task ``link`` a zoo model (``gcn``, ``sgc``, ``gamlp``...) is trained
+as an encoder with a pair decoder (:mod:`sgl.tasks.link_supervised`, options
+:data:`~sgl.tasks.link_supervised.LINK_OPTIONS`); a self-supervised one is evaluated as before.
 
 Node classification by a self-supervised model (``model`` one of ``gcmae``, ``graphmae``,
 ``grace``, ``dgi``, ``gae``) pre-trains it on the whole graph and trains a linear probe on its
@@ -213,15 +215,22 @@ class RunConfig:
 
     @property
     def self_supervised(self) -> bool:
-        """A self-supervised model: every link/cluster/graph run, and node classification by a
-        linear probe on the embeddings of ``gcmae``, ``graphmae``, ``grace``, ``dgi`` or ``gae``."""
+        """A self-supervised model: every cluster/graph run, a link run by ``gcmae``, ``graphmae``,
+        ``grace``, ``dgi`` or ``gae``, and node classification by a linear probe on their embeddings."""
         if self.task in SSL_TASK_OPTIONS:
-            return True
+            return not self.supervised_link
         if self.task != "node":
             return False
         from sgl.models.ssl import SSL_MODELS
 
         return str(self.model).lower() in SSL_MODELS
+
+    @property
+    def supervised_link(self) -> bool:
+        """Link prediction by a zoo model trained with a decoder (:mod:`sgl.tasks.link_supervised`)."""
+        from sgl.models.ssl import SSL_MODELS
+
+        return self.task == "link" and str(self.model).lower() not in SSL_MODELS
 
     # ------------------------------------------------------------------ validation
     def _not_for(self, what: str, why: str) -> ConfigError:
@@ -230,6 +239,16 @@ class RunConfig:
     def _check_parts(self) -> None:
         if self.task == "node" and self.self_supervised:
             self._check_probe()
+            return
+        if self.supervised_link:
+            from sgl.tasks.link_supervised import check_link_model, check_link_options
+
+            check_link_model(self.model)
+            for name in ("rlu", "structure", "sampler", "cache_dir", "ctr"):
+                if getattr(self, name) is not None:
+                    raise self._not_for(name, f"--model {self.model} is trained as a link encoder")
+            self.task_options = check_link_options(self.task_options)
+            self.train = self.train or self.default_train()
             return
         node = self.task == "node"
         if self.rlu is not None and (not node or self.sampler is not None):
@@ -301,6 +320,10 @@ class RunConfig:
             from sgl.tasks.ctr import CTR_TRAIN_DEFAULTS
 
             base = dict(CTR_TRAIN_DEFAULTS)
+        elif self.task == "link":
+            from sgl.tasks.link_supervised import LINK_TRAIN_DEFAULTS
+
+            base = dict(LINK_TRAIN_DEFAULTS)
         try:
             return TrainConfig(**{**base, **dict(overrides or {})})
         except TypeError as exc:
