@@ -20,7 +20,17 @@ or METIS order on CSBM vs a uniform random graph; and the acceptance lines of is
     python benchmarks/bench_propagate.py                 # Cora (if available) + 1M/10M/128
     python benchmarks/bench_propagate.py --nodes 200000 --edges 2000000 --threads 2
     python benchmarks/bench_propagate.py --nodes 100000 --edges 1000000 --skip-study   # end to end only
-    SGL_HUGE_PAGES=0 python benchmarks/bench_propagate.py   # hops in 4 KiB pages (sgl.ops.kernels.empty_rows)
+    SGL_HUGE_PAGES=0 python benchmarks/bench_propagate.py   # hops in 4 KiB pages (sgl.ops.allocation)
+    SGL_HUGE_PAGES=touch|populate python benchmarks/bench_propagate.py   # force one huge-page strategy
+    python benchmarks/bench_propagate.py --procs 2 --nodes 100000 --edges 1000000   # only the 2-process part
+
+``--procs N`` runs only the distributed part on the random graph: ``sgl.ops.dist_propagate_hops`` on
+N Gloo processes (``sgl.comm.spawn``) after a range and a METIS split, printing the bytes exchanged
+per hop beside the split's cut edges and the largest difference from single-process ``propagate_hops``.
+
+The kernel study ends with the hop allocation strategies side by side (``benchmarks/bench_allocation.py``:
+huge pages faulted in by the kernel's threads, populated at once, or 4 KiB pages; the default is the one
+this machine measured fastest, ``sgl.ops.allocation``).
 """
 from __future__ import annotations
 
@@ -54,6 +64,9 @@ def worker(method: str, folder: Path, k: int, threads: int) -> dict:
 
         sgl.ops.propagate_hops(_G.from_edge_index(torch.tensor([[0], [1]])), torch.ones(2, 1, dtype=torch.float32), 1,
                                dtype=torch.bfloat16 if method == "sgl-bf16" else None)
+        from sgl.ops.allocation import allocation_strategy
+
+        allocation_strategy()  # this machine's measured choice (cached after the first run), untimed
 
     rss_loaded = status_kb("VmRSS")
     reset_peak()
@@ -199,8 +212,9 @@ def kernel_study(folder: Path, threads: int) -> dict:
     scipy_adj = sp.csr_matrix((adj.values().numpy(), adj.col_indices().numpy(), adj.crow_indices().numpy()),
                               shape=(n, n))
     xn = x.numpy()
-    # as propagate_hops stores them: hops 2..k (and the bf16 copy of x) live in huge pages
-    xh = empty_rows(n, d, x.dtype)
+    # x in huge pages (populated) for the TLB effect on the gather; the bf16 copies as propagate_hops
+    # allocates them (sgl.ops.allocation's measured default)
+    xh = empty_rows(n, d, x.dtype, strategy="populate")
     xh.copy_(x)
     xb, xb4k = empty_rows(n, d, torch.bfloat16), x.to(torch.bfloat16)
     xb.copy_(x)
@@ -358,6 +372,50 @@ def acceptance(results: dict, study: dict, lost: dict, k: int = 3, out_mb: float
           f"{'impossible' if min_rss > pyg['peak_rss_mb'] * 2 / 3 else 'possible'} in memory")
 
 
+def _dist_rank(rank: int, world: int, folder: str, k: int, method: str, threads: int) -> dict:
+    import torch
+
+    from sgl.data import Graph
+    from sgl.ops import dist_propagate_hops, local_partition
+
+    torch.set_num_threads(threads)
+    x = torch.from_numpy(np.load(Path(folder) / "x.npy"))
+    graph = Graph.from_edge_index(torch.from_numpy(np.load(Path(folder) / "edge_index.npy")), num_nodes=x.shape[0])
+    start = time.perf_counter()
+    part = local_partition(graph, rank, world, method, x=x)
+    split_s, start = time.perf_counter() - start, time.perf_counter()
+    out = dist_propagate_hops(part, k)
+    return {"split_s": split_s, "seconds": time.perf_counter() - start, "stats": out.stats,
+            "nodes": part.nodes, "last": out.hops[-1]}
+
+
+def dist_study(folder: Path, procs: int, k: int, threads: int) -> None:
+    """``procs``-process propagation of the bench graph: bytes per hop beside the split's cut edges."""
+    import torch
+
+    from sgl import comm
+    from sgl.data import Graph
+    from sgl.ops import propagate_hops
+
+    x = torch.from_numpy(np.load(folder / "x.npy"))
+    graph = Graph.from_edge_index(torch.from_numpy(np.load(folder / "edge_index.npy")), num_nodes=x.shape[0])
+    ref = propagate_hops(graph, x, k)[-1]
+    print(f"\n{procs}-process propagation ({graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {x.shape[1]} x "
+          f"{x.dtype}, k={k}, gloo on 127.0.0.1, {max(1, threads // procs)} thread(s) per rank)")
+    for method in ("range", "metis"):
+        ranks = comm.spawn(_dist_rank, procs, str(folder), k, method, max(1, threads // procs), timeout=3600.0)
+        cut = sum(r["stats"].cut_edges for r in ranks)
+        halo = [sum(r["stats"].halo_rows[h] for r in ranks) for h in range(k)]
+        sent = [sum(r["stats"].bytes_sent[h] for r in ranks) for h in range(k)]
+        check = all(b == rows * x.shape[1] * x.element_size() for b, rows in zip(sent, halo))
+        diff = max(float((r["last"] - ref[r["nodes"]]).abs().max()) for r in ranks)
+        print(f"  {method:<5} cut edges {cut:,} of {graph.num_edges:,} ({100 * cut / max(graph.num_edges, 1):.1f}%), "
+              f"halo rows per hop {halo[0]:,}; bytes exchanged per hop {sent} "
+              f"(= halo rows x {x.shape[1]} x {x.element_size()} B: {check}); split "
+              f"{max(r['split_s'] for r in ranks):.2f} s, propagate {max(r['seconds'] for r in ranks):.2f} s; "
+              f"max |diff| vs 1 process {diff:.1e}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=1_000_000)
@@ -369,6 +427,7 @@ def main() -> None:
     parser.add_argument("--skip-cora", action="store_true")
     parser.add_argument("--skip-study", action="store_true", help="end-to-end comparison only")
     parser.add_argument("--csbm-nodes", type=int, default=100_000, help="CSBM graph of the accuracy/order study")
+    parser.add_argument("--procs", type=int, default=0, help="run only the N-process distributed propagation")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -377,14 +436,20 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="sgl_bench_") as tmp:
         folder = Path(tmp)
-        if not args.skip_cora and make_cora(folder):
+        if not args.skip_cora and not args.procs and make_cora(folder):
             compare("Cora (2,708 nodes, 10,556 edges, 1,433 features)", folder, args.k, args.threads, 3)
         make_random(folder, args.nodes, args.edges, args.features)
+        if args.procs:
+            dist_study(folder, args.procs, args.k, args.threads)
+            return
         results = compare(f"random graph ({args.nodes:,} nodes, {args.edges:,} edges, {args.features} features)",
                           folder, args.k, args.threads, args.repeats)
         if args.skip_study:
             return
         study = kernel_study(folder, args.threads)
+        from bench_allocation import allocation_study
+
+        allocation_study(folder, args.k, args.threads)
         accuracy = accuracy_study(args.k, args.csbm_nodes, args.threads)
         order_study(args.csbm_nodes, args.features, args.threads)
         acceptance(results, study, accuracy, args.k, args.nodes * args.features * 4 / 2**20)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import IO, Callable, Iterator, List, Optional, Union
 
 __all__ = ["atomic_write", "atomic_dir", "make_temp_dir", "remove_stale_temps", "current_umask", "pid_alive",
-           "sha256_file"]
+           "sha256_file", "user_cache_dir"]
 
 PathLike = Union[str, os.PathLike]
 Log = Optional[Callable[[str], None]]
@@ -59,6 +59,22 @@ def current_umask() -> int:
     mask = os.umask(0o022)  # fallback: read by setting, then restore at once
     os.umask(mask)
     return mask
+
+
+def user_cache_dir() -> Path:
+    """Folder for SGL's small per-user caches (machine calibrations): ``$SGL_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/sgl``, else ``~/.cache/sgl``. Not created here; writers create it.
+
+    Example:
+        >>> user_cache_dir().is_absolute()
+        True
+    """
+    env = os.environ.get("SGL_CACHE_DIR", "").strip()
+    if env:
+        return Path(env).expanduser().resolve()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    base = Path(xdg).expanduser() if xdg else Path("~/.cache").expanduser()
+    return (base / "sgl").resolve()
 
 
 def pid_alive(pid: int) -> bool:

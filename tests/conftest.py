@@ -10,7 +10,8 @@ import torch
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch, tmp_path):
-    """Tests never touch the network or ~/.sgl: only file:// URLs open, SGL_DATA is a temp dir."""
+    """Tests never touch the network, ~/.sgl or ~/.cache/sgl: only file:// URLs open, SGL_DATA and
+    SGL_CACHE_DIR are temp dirs."""
     real_urlopen = urllib.request.urlopen
 
     def urlopen(url, *args, **kwargs):
@@ -21,6 +22,7 @@ def _offline(monkeypatch, tmp_path):
 
     monkeypatch.setattr(urllib.request, "urlopen", urlopen)
     monkeypatch.setenv("SGL_DATA", str(tmp_path / "sgl_data"))
+    monkeypatch.setenv("SGL_CACHE_DIR", str(tmp_path / "sgl_cache"))
 
 
 @pytest.fixture

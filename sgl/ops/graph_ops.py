@@ -65,30 +65,37 @@ def row_normalize(x: torch.Tensor) -> torch.Tensor:
     return x / torch.where(total == 0, torch.ones_like(total), total)
 
 
-def spmm(adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """Sparse CSR x dense product.
+def spmm(adj: Any, x: torch.Tensor) -> torch.Tensor:
+    """Sparse CSR x dense product, on the device of ``adj``.
 
-    ``reduce="sum"`` selects ATen's row-parallel CSR kernel (written for GNN workloads),
-    which writes straight into its output; plain ``torch.mm`` on CSR goes through a path
-    that allocates a second output-sized buffer (measured: +512 MB peak on a 1M x 128
-    product) and is no faster.
+    On the CPU ``reduce="sum"`` selects ATen's row-parallel CSR kernel (written for GNN
+    workloads), which writes straight into its output; plain ``torch.mm`` on CSR goes through
+    a path that allocates a second output-sized buffer (measured: +512 MB peak on a 1M x 128
+    product) and is no faster. Other devices take ``torch.sparse.mm`` without ``reduce`` (on
+    CUDA: cuSPARSE's SpMM), which ATen implements only on the CPU. ``adj`` may also be any
+    object with ``@`` (a :class:`sgl.ops.propagate_device.StreamedAdjacency`).
     """
-    return torch.sparse.mm(adj, x.contiguous(), reduce="sum")
+    if not isinstance(adj, torch.Tensor):
+        return adj @ x
+    if adj.device.type == "cpu":
+        return torch.sparse.mm(adj, x.contiguous(), reduce="sum")
+    return torch.sparse.mm(adj, x.contiguous())
 
 
 def _with_self_loops(indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, n: int):
     """Append one diagonal entry at the end of every CSR row in O(E), without re-sorting."""
+    device = indptr.device
     counts = indptr[1:] - indptr[:-1]
-    row = torch.repeat_interleave(torch.arange(n), counts)
-    new_indptr = indptr + torch.arange(n + 1)
+    row = torch.repeat_interleave(torch.arange(n, device=device), counts, output_size=indices.numel())
+    new_indptr = indptr + torch.arange(n + 1, device=device)
     total = indices.numel() + n
-    new_indices = torch.empty(total, dtype=indices.dtype)
-    new_values = torch.empty(total, dtype=values.dtype)
-    shifted = torch.arange(indices.numel()) + row
+    new_indices = torch.empty(total, dtype=indices.dtype, device=device)
+    new_values = torch.empty(total, dtype=values.dtype, device=device)
+    shifted = torch.arange(indices.numel(), device=device) + row
     new_indices[shifted] = indices
     new_values[shifted] = values
     loop_pos = new_indptr[1:] - 1
-    new_indices[loop_pos] = torch.arange(n)
+    new_indices[loop_pos] = torch.arange(n, device=device)
     new_values[loop_pos] = 1.0
     return new_indptr, new_indices, new_values
 
@@ -98,7 +105,8 @@ def normalized_adjacency(graph: Any, r: float = 0.5, self_loops: bool = True,
     r"""Return :math:`\tilde D^{r-1}\tilde A\tilde D^{-r}` as a ``torch.sparse_csr`` tensor.
 
     Rows are destination nodes, so ``normalized_adjacency(g) @ X`` aggregates along edges.
-    Nodes with zero degree get zero rows/columns (no division by zero).
+    Nodes with zero degree get zero rows/columns (no division by zero). The matrix is built
+    on the device of the graph's ``indptr``.
     """
     if not 0.0 <= float(r) <= 1.0:
         raise ConfigError(f"r must be in [0, 1] (0.5 = symmetric, 0 = row mean, 1 = random walk), got {r}")
@@ -114,8 +122,8 @@ def normalized_adjacency(graph: Any, r: float = 0.5, self_loops: bool = True,
     else:
         deg = torch.segment_reduce(values, "sum", lengths=counts, unsafe=True)
     nonzero = deg > 0
-    left = torch.zeros(n, dtype=dtype)
-    right = torch.zeros(n, dtype=dtype)
+    left = torch.zeros(n, dtype=dtype, device=indptr.device)
+    right = torch.zeros(n, dtype=dtype, device=indptr.device)
     left[nonzero] = deg[nonzero].pow(float(r) - 1.0)
     right[nonzero] = deg[nonzero].pow(-float(r))
     # per-edge value w * d_dst^(r-1) * d_src^(-r); the row factor expands without a row-id array

@@ -23,6 +23,11 @@ with fused multiply-adds, the order ATen's CSR kernel uses, so float32 results m
 * **Reduced precision**: ``x``/``out`` may be ``bfloat16`` or ``float16`` (stored bits
   converted in registers, float32 accumulation), halving the gathered bytes.
 
+Host-only: the kernel reads CPU memory through numpy views; :func:`sgl.ops.propagate_hops`
+sends other devices to torch's CSR SpMM (:mod:`sgl.ops.propagate_device`). Compiled code is
+cached on disk (``cache=True``: next to this file, or numba's per-user cache folder when the
+install is read-only), so a new process loads it instead of compiling.
+
 Example:
     >>> import torch
     >>> from sgl.data import Graph
@@ -35,16 +40,14 @@ Example:
 """
 from __future__ import annotations
 
-import os
-import sys
-import warnings
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
 import numpy as np
 import torch
 
-from sgl.errors import ConfigError, FeatureError, GraphError
+from sgl.errors import ConfigError, DeviceError, FeatureError, GraphError
+from sgl.ops.allocation import empty_rows
 
 __all__ = ["FusedAdjacency", "fused_adjacency", "csr_spmm", "kernel_supports", "KERNEL_DTYPES",
            "DEFAULT_PREFETCH", "default_prefetch", "empty_rows"]
@@ -57,7 +60,6 @@ DEFAULT_PREFETCH = 12
 #: Edges ahead for rows of at most 256 bytes (bfloat16/float16 rows of 128 features).
 SHORT_ROW_PREFETCH = 32
 _LINE_BYTES = 64
-_HUGE_BYTES = 2 * 2**20
 _BLOCKS_PER_THREAD = 16
 
 
@@ -102,6 +104,9 @@ def fused_adjacency(graph: Any, op: Any, dtype: torch.dtype = torch.float32) -> 
                           f"use kernel='aten' for it")
     if dtype not in (torch.float32, torch.float64):
         raise ConfigError(f"adjacency values are float32 or float64, got {dtype}")
+    if graph.indptr.device.type != "cpu":
+        raise DeviceError(f"the fused kernel is host-only (numba) but the graph is on {graph.indptr.device}; "
+                          f"use graph.cpu() or propagate_hops(..., device={str(graph.indptr.device)!r})")
     n = graph.num_nodes
     indptr, indices = graph.indptr, graph.indices
     counts = indptr[1:] - indptr[:-1]
@@ -109,20 +114,21 @@ def fused_adjacency(graph: Any, op: Any, dtype: torch.dtype = torch.float32) -> 
     if weights is None:
         deg = counts.to(dtype)
     else:
-        deg = torch.segment_reduce(weights, "sum", lengths=counts, unsafe=True) if n else torch.zeros(0, dtype=dtype)
+        deg = (torch.segment_reduce(weights, "sum", lengths=counts, unsafe=True) if n
+               else torch.zeros(0, dtype=dtype, device="cpu"))
     if op.self_loops:
         deg = deg + 1
     nonzero = deg > 0
-    left = torch.zeros(n, dtype=dtype)
-    right = torch.zeros(n, dtype=dtype)
+    left = torch.zeros(n, dtype=dtype, device="cpu")
+    right = torch.zeros(n, dtype=dtype, device="cpu")
     left[nonzero] = deg[nonzero].pow(float(op.r) - 1.0)
     right[nonzero] = deg[nonzero].pow(-float(op.r))
-    loop = (right * left) if op.self_loops else torch.zeros(0, dtype=dtype)
+    loop = (right * left) if op.self_loops else torch.zeros(0, dtype=dtype, device="cpu")
     scale = np.zeros(0, dtype=_np(left).dtype)
     if isinstance(op, LazyAdjacency):
         alpha = float(op.alpha)
         scale = np.array([1.0 - alpha], dtype=scale.dtype)
-        loop = (loop * (1.0 - alpha) + alpha) if op.self_loops else torch.full((n,), alpha, dtype=dtype)
+        loop = (loop * (1.0 - alpha) + alpha) if op.self_loops else torch.full((n,), alpha, dtype=dtype, device="cpu")
     np_indptr = _np(indptr).astype(np.int64, copy=False)
     np_indices = _np(indices)
     values = _edge_values(np_indptr, np_indices, _np(left), _np(right),
@@ -143,10 +149,13 @@ def _edge_values(indptr: np.ndarray, indices: np.ndarray, left: np.ndarray, righ
 
 
 def _np(t: Any) -> np.ndarray:
+    """A numpy view of a CPU tensor (host-only: callers have checked the device)."""
     return t.detach().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
 
 
 def _from_torch_csr(adj: torch.Tensor) -> FusedAdjacency:
+    if adj.device.type != "cpu":
+        raise DeviceError(f"the fused kernel is host-only (numba) but the matrix is on {adj.device}; use adj.cpu()")
     if adj.layout != torch.sparse_csr or adj.dim() != 2 or adj.size(0) != adj.size(1):
         raise GraphError(f"expected a square torch.sparse_csr matrix or a FusedAdjacency, got {adj.layout} "
                          f"of shape {tuple(adj.shape)}")
@@ -186,41 +195,6 @@ def _prefetch_lines(x: torch.Tensor, c0: int, c1: int) -> Tuple[int, int]:
     if (x.data_ptr() + c0 * size) % _LINE_BYTES or (x.size(1) * size) % _LINE_BYTES:
         lines += 1
     return lines, step
-
-
-def empty_rows(n: int, d: int, dtype: torch.dtype, *, huge: Optional[bool] = None) -> torch.Tensor:
-    """An uninitialised C-contiguous ``[n, d]`` tensor for a hop, in transparent huge pages when it can.
-
-    Arrays of at least 2 MiB are mapped anonymously with ``MADV_HUGEPAGE`` and populated at once
-    (``MADV_POPULATE_WRITE``): one kernel call instead of a page fault per 4 KiB on first write
-    (measured 4x faster for 512 MiB), and 2 MiB pages make the next hop's random row gathers
-    miss the TLB far less. Falls back to ``torch.empty`` where either is unavailable. ``huge``
-    defaults to the environment variable ``SGL_HUGE_PAGES`` (``0`` turns huge pages off).
-
-    Example:
-        >>> empty_rows(4, 3, torch.float32).shape
-        torch.Size([4, 3])
-    """
-    import mmap
-
-    if huge is None:
-        huge = os.environ.get("SGL_HUGE_PAGES", "1") != "0"
-    itemsize = torch.empty(0, dtype=dtype).element_size()
-    nbytes = n * d * itemsize
-    advice = getattr(mmap, "MADV_HUGEPAGE", None)
-    populate = getattr(mmap, "MADV_POPULATE_WRITE", 23 if sys.platform.startswith("linux") else None)
-    if not huge or nbytes < _HUGE_BYTES or advice is None or populate is None:
-        return torch.empty(n, d, dtype=dtype)
-    try:
-        region = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        region.madvise(advice)
-        region.madvise(populate)
-    except (OSError, ValueError, AttributeError):  # old kernel or no THP: plain pages
-        return torch.empty(n, d, dtype=dtype)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        flat = torch.frombuffer(region, dtype=dtype, count=n * d)  # keeps ``region`` alive
-    return flat.view(n, d)
 
 
 def _row_blocks(indptr: np.ndarray, blocks: int) -> np.ndarray:
@@ -269,7 +243,10 @@ def csr_spmm(adj: Any, x: torch.Tensor, out: Optional[torch.Tensor] = None, *,
         raise FeatureError(f"out must be a [{n}, {d}] tensor, got {tuple(getattr(out, 'shape', ()))}")
     if out.dtype not in KERNEL_DTYPES:
         raise FeatureError(f"out dtype {out.dtype} is not one of {[str(t) for t in KERNEL_DTYPES]}")
-    if not x.is_contiguous() or not out.is_contiguous() or x.device.type != "cpu" or out.device.type != "cpu":
+    if x.device.type != "cpu" or out.device.type != "cpu":
+        raise DeviceError(f"the fused kernel is host-only (numba): x is on {x.device}, out on {out.device}; "
+                          f"use propagate_hops(..., device=...) for other devices")
+    if not x.is_contiguous() or not out.is_contiguous():
         raise FeatureError("x and out must be C-contiguous CPU tensors (call .contiguous())")
     if n and d and out.data_ptr() == x.data_ptr():
         raise FeatureError("out must not alias x (a hop cannot be computed in place)")

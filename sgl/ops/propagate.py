@@ -16,6 +16,13 @@ An optional cache (``cache_dir``) stores the hops under a key made of the graph'
 content hash, the features' hash, the operator's configuration and ``k``; a second call
 with the same inputs reads them back instead of recomputing.
 
+**Devices.** Hops are computed on ``device`` (default: the device of ``x``). On the CPU the
+fused numba kernel (:mod:`sgl.ops.kernels`) writes each hop into memory allocated the way
+this machine measured fastest (:mod:`sgl.ops.allocation`). On a GPU the hops stay on it when
+they fit (``torch.sparse.mm``, cuSPARSE); when they do not, or with ``chunk_rows``, the matrix
+stays on the host and row blocks are streamed through the device into page-locked host hops
+or ``out_dir`` (:mod:`sgl.ops.propagate_device`).
+
 Example:
     >>> import torch
     >>> from sgl.data import Graph
@@ -62,7 +69,7 @@ def _progress(total: int, enabled: bool, desc: str):
 def _tensor_digest(t: torch.Tensor) -> str:
     digest = hashlib.blake2b(digest_size=16)
     digest.update(f"{tuple(t.shape)}{t.dtype}".encode())
-    digest.update(t.contiguous().numpy().tobytes())
+    digest.update(t.detach().cpu().contiguous().numpy().tobytes())  # hashing is host-only
     return digest.hexdigest()
 
 
@@ -100,7 +107,7 @@ def _compute_in_memory(adj, x, k, op, chunk_size, bar) -> List[torch.Tensor]:
             if bar is not None:
                 bar.update(1)
         return hops
-    outs = [torch.empty(n, d, dtype=x.dtype) for _ in range(k)]
+    outs = [torch.empty(n, d, dtype=x.dtype, device=x.device) for _ in range(k)]
     for start in range(0, d, chunk_size):
         block = x[:, start:start + chunk_size].contiguous()
         for out in outs:
@@ -116,9 +123,9 @@ def _kernel_in_memory(fused, x, k, chunk_size, store_dtype, bar) -> List[torch.T
 
     Column blocks are computed in place in the outputs (no block copies); with a reduced
     ``store_dtype`` the input is converted once so every hop gathers half-size rows. Outputs
-    (and that converted input) live in populated transparent huge pages when the system
-    allows it (:func:`sgl.ops.kernels.empty_rows`): no per-page faults inside the hops, and
-    fewer TLB misses in the next hop's gather.
+    (and that converted input) are allocated by :func:`sgl.ops.allocation.empty_rows` the way
+    this machine measured fastest: huge pages faulted in by the kernel's own threads as they
+    write their rows, or populated at once.
     """
     from sgl.ops.kernels import csr_spmm, empty_rows
 
@@ -161,12 +168,13 @@ def _compute_to_disk(apply, x, k, chunk_size, folder: Path, bar) -> None:
         for start in range(0, d, chunk_size):
             block = x[:, start:start + chunk_size].contiguous()
             for handle, offset in zip(handles, offsets):
-                block = apply(block)
+                block = apply(block)  # on the compute device; the next hop starts from it there
+                host = block if block.device.type == "cpu" else block.cpu()
                 width = block.size(1)
                 # transpose a few rows at a time so no second chunk-sized buffer is needed;
                 # column j of the chunk is one contiguous run of n values in the file
                 for r0 in range(0, n, rows):
-                    piece = block[r0:r0 + rows].t().contiguous().numpy()
+                    piece = host[r0:r0 + rows].t().contiguous().numpy()
                     for j in range(width):
                         handle.seek(offset + ((start + j) * n + r0) * dtype.itemsize)
                         handle.write(memoryview(piece[j]).cast("B"))
@@ -177,12 +185,18 @@ def _compute_to_disk(apply, x, k, chunk_size, folder: Path, bar) -> None:
             handle.close()
 
 
-def _use_kernel(kernel: str, op: GraphOperator, dtype: torch.dtype) -> bool:
+def _use_kernel(kernel: str, op: GraphOperator, dtype: torch.dtype, where: Optional[str] = None) -> bool:
+    """Whether the fused (host-only) kernel runs; ``where`` says why it cannot (a device, streaming)."""
     from sgl.ops.kernels import KERNEL_DTYPES, kernel_supports
 
     if kernel not in ("auto", "fused", "aten"):
         raise ConfigError(f"kernel must be 'auto', 'fused' or 'aten', got {kernel!r}")
     if kernel == "aten":
+        return False
+    if where is not None:
+        if kernel == "fused":
+            raise ConfigError(f"the fused kernel is host-only (numba) and computes the whole graph in host memory, "
+                              f"but this propagation runs {where}; use kernel='auto' or 'aten'")
         return False
     ok = kernel_supports(op) and dtype in KERNEL_DTYPES
     if kernel == "fused" and not ok:
@@ -202,6 +216,14 @@ def _check_store_dtype(dtype: Optional[torch.dtype], x: torch.Tensor, on_disk: b
     return dtype
 
 
+def _check_optional_positive(value: Any, name: str, what: str) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer number of {what} or None, got {value!r}")
+    return int(value)
+
+
 def propagate_hops(
     graph: Any,
     x: Optional[Any] = None,
@@ -215,11 +237,14 @@ def propagate_hops(
     progress: bool = False,
     dtype: Optional[torch.dtype] = None,
     kernel: str = "auto",
+    device: Any = None,
+    chunk_rows: Optional[int] = None,
+    max_device_bytes: Optional[int] = None,
 ) -> List[torch.Tensor]:
     r"""Return ``[X, MX, ..., M^k X]`` for the graph operator ``op`` (default :math:`\hat A_{0.5}`).
 
     Args:
-        graph (Graph): the graph.
+        graph (Graph): the graph (its structure is moved to ``device`` when it is elsewhere).
         x (Tensor, optional): ``[num_nodes, d]`` features; defaults to ``graph.x``.
         k (int): number of hops (``k=0`` returns ``[x]``).
         op (str or GraphOperator): operator or its name (see :func:`sgl.ops.get_operator`).
@@ -236,14 +261,43 @@ def propagate_hops(
         dtype (torch.dtype, optional): storage dtype of hops 1..k (in memory only).
             ``torch.bfloat16``/``torch.float16`` halve the bytes every hop gathers
             (float32 accumulation; ``x`` is rounded to it once); hop 0 stays ``x``.
-        kernel (str): ``"auto"`` (in memory, the fused parallel kernel of :mod:`sgl.ops.kernels`
-            for the ``adj``/``lazy`` operators; ATen's CSR SpMM otherwise and on disk, where
-            writing bounds the time), ``"fused"`` (require the kernel, also on disk) or
-            ``"aten"`` (always ATen).
+        kernel (str): ``"auto"`` (on the CPU in memory, the fused parallel kernel of
+            :mod:`sgl.ops.kernels` for the ``adj``/``lazy`` operators; torch's CSR SpMM
+            otherwise, on other devices and on disk, where writing bounds the time),
+            ``"fused"`` (require the kernel, also on disk; host only) or ``"aten"`` (always
+            torch's CSR SpMM: ATen's kernel on the CPU, cuSPARSE on CUDA).
+        device (str or torch.device, optional): where to compute (default: the device of
+            ``x``); ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a GPU index. Hops stay on it when
+            the matrix, ``x`` and the hops fit ``max_device_bytes``; otherwise the matrix stays
+            on the host and row blocks are streamed through the device (see
+            :mod:`sgl.ops.propagate_device`): hops 1..k come back in host memory
+            (page-locked on CUDA) or in ``out_dir``.
+        chunk_rows (int, optional): stream ``chunk_rows`` destination rows at a time through
+            the device (forces the streamed mode; default: sized from ``max_device_bytes``).
+        max_device_bytes (int, optional): device memory to plan for (default: 80 % of a CUDA
+            device's free memory; no bound on the CPU).
 
     Returns:
-        list of ``k + 1`` tensors; element 0 is ``x`` itself (not a copy).
+        list of ``k + 1`` tensors; element 0 is ``x`` itself (not a copy), moved to ``device``
+        when the hops are computed there from features held elsewhere.
+
+    Raises:
+        DeviceError: ``device`` is malformed or unavailable (``"cuda:7"`` without that GPU).
+        ConfigError: an option is invalid or does not apply (``kernel="fused"`` on a GPU or
+            with ``chunk_rows``).
+
+    Example (streamed in blocks of 2 rows; the same code sends them through a GPU):
+        >>> import torch
+        >>> from sgl.data import Graph
+        >>> g = Graph.from_edge_index(torch.tensor([[0, 1, 1, 2, 3], [1, 0, 2, 1, 0]]))
+        >>> x = torch.randn(4, 3)
+        >>> a = propagate_hops(g, x, k=2)
+        >>> b = propagate_hops(g, x, k=2, device="cpu", chunk_rows=2)
+        >>> all(torch.allclose(u, v) for u, v in zip(a, b))
+        True
     """
+    from sgl.ops import propagate_device as pd
+
     if x is None:
         x = graph.x
         if x is None:
@@ -252,31 +306,51 @@ def propagate_hops(
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
         raise ConfigError(f"k must be a non-negative integer number of hops, got {k!r}")
     k = int(k)
-    if chunk_size is not None and (not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1):
-        raise ConfigError(f"chunk_size must be a positive integer number of columns, got {chunk_size!r}")
+    chunk_size = _check_optional_positive(chunk_size, "chunk_size", "columns")
+    chunk_rows = _check_optional_positive(chunk_rows, "chunk_rows", "rows")
+    max_device_bytes = _check_optional_positive(max_device_bytes, "max_device_bytes", "bytes")
+    target = pd.compute_device(device, x)
     op = get_operator(op)
-    store = _check_store_dtype(dtype, x, out_dir is not None or cache_dir is not None)
-    fused = _use_kernel(kernel, op, x.dtype) and (store == x.dtype or _use_kernel(kernel, op, store))
+    on_disk = out_dir is not None or cache_dir is not None
+    store = _check_store_dtype(dtype, x, on_disk)
+    n, d = x.shape
+    if on_disk:
+        chunk = min(chunk_size or _auto_chunk(n, d, op, max_chunk_bytes, x.element_size()), d)
+    else:
+        chunk = d if chunk_size is None else min(chunk_size, d)
+    mode = pd.plan_device(graph, x, k, op, target, chunk, on_disk, chunk_rows, max_device_bytes)
+    where = None if target.type == "cpu" and mode == "resident" else (
+        f"on {target}" if mode == "resident" else f"streamed in row blocks through {target}")
+    fused = _use_kernel(kernel, op, x.dtype, where) and (store == x.dtype or _use_kernel(kernel, op, store, where))
+    if mode == "resident":
+        x = x.to(target)  # the caller's tensor when it is there already
     if k == 0:
         return [x]
 
+    def matrix():
+        """What one hop multiplies by: the operator's matrix on ``target``, or streamed through it."""
+        if mode == "streamed":
+            return pd.streamed_adjacency(graph, op, x.dtype, target, chunk, chunk_rows, max_device_bytes)
+        return op.adjacency(pd.graph_structure_on(graph, target), x.dtype)
+
+    source = x if mode == "resident" else x.cpu()  # streamed products read host memory
     on_disk_fused = fused and kernel == "fused"
     if cache_dir is not None:
         entry = Path(cache_dir) / propagation_cache_key(graph, x, k, op)
         if (entry / _MANIFEST).exists():
             return [x] + _open_hops(entry, k)
         with atomic_dir(entry) as tmp:
-            _propagate_to_folder(graph, x, k, op, chunk_size, tmp, max_chunk_bytes, progress, on_disk_fused)
+            _propagate_to_folder(graph, source, k, op, chunk, tmp, progress,
+                                 _disk_apply(graph, op, matrix, on_disk_fused, x.dtype))
         return [x] + _open_hops(entry, k)
 
     if out_dir is not None:
         folder = Path(out_dir)
         folder.mkdir(parents=True, exist_ok=True)
-        _propagate_to_folder(graph, x, k, op, chunk_size, folder, max_chunk_bytes, progress, on_disk_fused)
+        _propagate_to_folder(graph, source, k, op, chunk, folder, progress,
+                             _disk_apply(graph, op, matrix, on_disk_fused, x.dtype))
         return [x] + _open_hops(folder, k)
 
-    n, d = x.shape
-    chunk = d if chunk_size is None else min(int(chunk_size), d)
     steps = k * -(-d // chunk)
     bar = _progress(steps, progress, "propagate")
     try:
@@ -284,30 +358,32 @@ def propagate_hops(
             from sgl.ops.kernels import fused_adjacency
 
             acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-            return _kernel_in_memory(fused_adjacency(graph, op, acc), x, k, chunk, store, bar)
-        hops = _compute_in_memory(op.adjacency(graph, x.dtype), x, k, op, chunk, bar)
-        return hops if store == x.dtype else [x] + [h.to(store) for h in hops[1:]]
+            host = pd.graph_structure_on(graph, torch.device("cpu"))
+            return _kernel_in_memory(fused_adjacency(host, op, acc), x, k, chunk, store, bar)
+        hops = _compute_in_memory(matrix(), source, k, op, chunk, bar)
+        hops = hops if store == x.dtype else [source] + [h.to(store) for h in hops[1:]]
+        return [x] + hops[1:]
     finally:
         if bar is not None:
             bar.close()
 
 
-def _disk_apply(graph, x, op, fused: bool):
+def _disk_apply(graph, op, matrix, fused: bool, dtype: torch.dtype):
+    """One hop of a column block for the on-disk writer: the fused kernel, or ``op`` on ``matrix()``."""
     if fused:
         from sgl.ops.kernels import csr_spmm, fused_adjacency
+        from sgl.ops.propagate_device import graph_structure_on
 
-        adj = fused_adjacency(graph, op, torch.float64 if x.dtype == torch.float64 else torch.float32)
+        adj = fused_adjacency(graph_structure_on(graph, torch.device("cpu")), op,
+                              torch.float64 if dtype == torch.float64 else torch.float32)
         return lambda block: csr_spmm(adj, block)
-    adj = op.adjacency(graph, x.dtype)
-    return lambda block: op.apply(adj, block)
+    adj = matrix()
+    device = adj.device if isinstance(adj, torch.Tensor) else torch.device("cpu")
+    return lambda block: op.apply(adj, block.to(device))
 
 
-def _propagate_to_folder(graph, x, k, op, chunk_size, folder: Path, budget: int, progress: bool,
-                         fused: bool = False) -> None:
+def _propagate_to_folder(graph, x, k, op, chunk: int, folder: Path, progress: bool, apply) -> None:
     n, d = x.shape
-    chunk = chunk_size or _auto_chunk(n, d, op, budget, x.element_size())
-    chunk = min(int(chunk), d)
-    apply = _disk_apply(graph, x, op, fused)
     bar = _progress(k * -(-d // chunk), progress, "propagate")
     try:
         _compute_to_disk(apply, x, k, chunk, folder, bar)
