@@ -7,6 +7,8 @@
     sgl train --sampler neighbor --fanouts 15,10      # sampled mini-batches (sage/gcn)
     sgl train --sampler outre --dataset store:DIR --memory-budget 256MB
     sgl train --model gcmae --model-option preset=cora --dataset cora --seeds 5   # pre-train, then a linear probe
+    sgl train --procs 2 --model sign --dataset cora --precompute distributed   # DDP on 2 processes
+    torchrun --nproc-per-node 2 -m sgl.cli train --model sgc --dataset cora     # joins torchrun's world
 
 A flag that the chosen path does not read is an error naming the flag, never ignored. The
 output paths (``--out``, ``--cache-dir``) and ``--root`` are checked before any work.
@@ -115,12 +117,26 @@ def register(sub: Any) -> None:
     g.add_argument("--graph-pooling", choices=("mean", "sum", "max"), help="readout (default mean)")
     g.add_argument("--graph-classifier", choices=("svm", "logreg"), help="classifier (default svm)")
     g = t.add_argument_group("--task ctr")
-    g.add_argument("--ctr-embedding", help="embedding backend: full (default), hash, qr, cafe, cafe+")
+    g.add_argument("--ctr-embedding", help="embedding backend: full (default), hash, qr, cafe, cafe+; het, hetgmp "
+                                           "(HET / HET-GMP workers over a parameter server: simulated in one "
+                                           "process, --ctr-embedding-option workers=N, or one per process)")
     g.add_argument("--ctr-compression", type=float, help="compression ratio of the backend (default 1; e.g. 100)")
     g.add_argument("--ctr-embed-dim", type=int, help="embedding width (default 16)")
     g.add_argument("--ctr-embedding-option", action="append", metavar="KEY=VALUE",
-                   help="embedding backend option, e.g. threshold=50 or hash_rate=0.3")
+                   help="embedding backend option, e.g. threshold=50 or hash_rate=0.3; het: cache=0.1 bound=10 "
+                        "policy=lfu_pinned lr=0.01 workers=1 (see docs/embeddings.md)")
     g.add_argument("--ctr-split", help="train,val,test fractions (default 0.8,0.1,0.1)")
+    g = t.add_argument_group("many processes (see docs/distributed.md)")
+    g.add_argument("--procs", metavar="N", help="train on N local processes (Gloo on CPU, NCCL with one GPU each "
+                                                "for --device cuda): a scalable model by DDP, or sage/gcn with "
+                                                "--sampler neighbor; under torchrun, its world size")
+    g.add_argument("--precompute", choices=("local", "distributed"),
+                   help="scalable models: every process propagates the whole graph (local, default) or its "
+                        "partition with halo exchange (distributed)")
+    g.add_argument("--partition", help="metis (default) or range; also fennel for --sampler neighbor")
+    g.add_argument("--uneven", choices=("pad", "drop"),
+                   help="processes with fewer training nodes join with empty batches (pad, default) or all "
+                        "stop at the shortest shard (drop)")
     t.set_defaults(handler=cmd_train, library_names=_LIBRARY_NAMES)
 
 
@@ -209,6 +225,7 @@ def build_run_config(args: argparse.Namespace):
         data["task_options"] = {**(data.get("task_options") or {}), **options}
     if task == "ctr":
         _ctr_flags(args, data)
+    _procs_flags(args, data)
     data["model_config"] = model_config
     config = RunConfig.from_dict(data)
     if config.train is not None:
@@ -272,6 +289,28 @@ def _ctr_flags(args: argparse.Namespace, data: Dict[str, Any]) -> None:
             raise ConfigError(f"--ctr-split expects three comma-separated fractions, got {args.ctr_split!r}") from None
 
 
+def _procs_flags(args: argparse.Namespace, data: Dict[str, Any]) -> None:
+    """``--procs`` (torchrun's WORLD_SIZE when absent) and the distributed options."""
+    import os
+
+    world = os.environ.get("WORLD_SIZE", "").strip() if "RANK" in os.environ else ""
+    if args.procs is not None:
+        try:
+            data["procs"] = int(args.procs)
+        except ValueError:
+            raise ConfigError(f"--procs must be a whole number of processes (>= 1), got {args.procs!r}") from None
+        if world.isdigit() and int(world) != data["procs"]:
+            raise ConfigError(f"--procs {args.procs} but this process is one of torchrun's {world} (WORLD_SIZE); "
+                              f"leave --procs out under torchrun, or make them agree")
+    elif world.isdigit() and int(world) > 1:
+        data["procs"] = int(world)
+    distributed = dict(data.get("distributed") or {})
+    distributed.update({key: getattr(args, key) for key in ("precompute", "partition", "uneven")
+                        if getattr(args, key) is not None})
+    if distributed:
+        data["distributed"] = distributed
+
+
 def check_paths(config: Any, out: Optional[str]) -> None:
     """Every path the run writes or reads, checked before the dataset is loaded."""
     if out:
@@ -287,16 +326,32 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise ConfigError(f"--threads must be a positive integer, got {args.threads}")
     config = build_run_config(args)
     check_paths(config, args.out)
+    if config.train is not None and config.train.device is not None:
+        from sgl.device import get_device
+
+        get_device(config.train.device)  # a device that does not exist fails before any work
     if args.threads is not None:
+        import os
+
         import torch
 
         torch.set_num_threads(args.threads)
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # and in the processes of --procs
     from sgl.tasks.run import run
 
-    record = run(config, log=print, progress=not args.no_progress)
-    _print_results(config, record)
-    write_record(args.out, record)
+    rank0 = _rank() == 0  # under torchrun every rank runs this; rank 0 alone reports
+    record = run(config, log=print if rank0 else None, progress=not args.no_progress and rank0)
+    if rank0:
+        _print_results(config, record)
+        write_record(args.out, record)
     return 0
+
+
+def _rank() -> int:
+    import os
+
+    value = os.environ.get("RANK", "0").strip()
+    return int(value) if value.isdigit() else 0
 
 
 def _print_results(config: Any, record: Dict[str, Any]) -> None:
@@ -306,6 +361,9 @@ def _print_results(config: Any, record: Dict[str, Any]) -> None:
             print(f"{label}: {format_stat(record[key], n, scale=1, digits=4)}")
         print(f"embedding memory: {record['embedding_bytes']:,} bytes; training {record['train_time_s']['mean']:.2f} s "
               f"per seed")
+        if "traffic_bytes" in record:
+            print(f"embedding traffic: {record['traffic_bytes']['mean']:,.0f} bytes per seed over "
+                  f"{record['workers']} worker{'s' if record['workers'] != 1 else ''}")
     elif config.task == "link" and config.self_supervised:
         for key in ("test_auc", "test_ap"):
             print(f"link {key.replace('_', ' ')}: {format_stat(record[key], n)}")
@@ -335,9 +393,15 @@ def _print_results(config: Any, record: Dict[str, Any]) -> None:
     else:
         print(f"test accuracy: {format_stat(record['test_acc'], n)}")
         print(f"validation accuracy: {format_stat(record['val_acc'], n)}")
-        print(f"test macro-F1: {format_stat(record['test_macro_f1'], n)}")
+        if "test_macro_f1" in record:  # distributed sampling reports accuracy only
+            print(f"test macro-F1: {format_stat(record['test_macro_f1'], n)}")
         if "ogb_test_acc" in record:
             print(f"ogb test accuracy: {format_stat(record['ogb_test_acc'], n)}")
         precompute = f"precompute {record['precompute_time_s']:.2f} s, " if config.sampler is None else ""
         print(f"time: {precompute}training {record['train_time_s']:.2f} s ({n} seeds), peak memory "
               f"{record['peak_rss_mb']:.0f} MB")
+    if record.get("world_size", 1) > 1:
+        halo = record.get("halo")
+        exchanged = (f"; halo exchange {sum(halo['bytes_per_hop']) / 2**20:.2f} MiB over "
+                     f"{len(halo['bytes_per_hop'])} hops" if halo else "")
+        print(f"processes: {record['world_size']} ({record.get('backend')}){exchanged}")

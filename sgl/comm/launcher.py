@@ -42,7 +42,8 @@ def spawn(
     :func:`init` timeout and so the default of their collectives.
 
     Raises:
-        CommError: a child raised (the message carries its traceback), died
+        CommError: a child raised (the message carries its traceback, and the error's
+            ``rank_errors`` maps each failed rank to its exception's class name and message), died
             without reporting, or the run exceeded ``timeout``.
     """
     if not callable(fn):
@@ -114,7 +115,8 @@ def _child_main(
         # copied by value and survive this process exiting.
         results.put((rank, True, pickle.dumps(value)))
     except BaseException as exc:  # noqa: BLE001 -- report everything, even SystemExit
-        results.put((rank, False, (f"{type(exc).__name__}: {exc}", traceback.format_exc())))
+        results.put((rank, False, (f"{type(exc).__name__}: {exc}", traceback.format_exc(),
+                                   type(exc).__name__, str(exc))))
     finally:
         try:
             shutdown()
@@ -166,13 +168,16 @@ def _collect(
             errors[rank] = payload
     if errors:
         rank = min(errors)
-        summary, tb = errors[rank]
+        summary, tb = errors[rank][:2]
         others = "".join(f"\n  rank {r}: {e[0]}" for r, e in sorted(errors.items()) if r != rank)
-        raise CommError(
+        error = CommError(
             f"comm.spawn: rank {rank} of {world_size} raised {summary}"
             + (f"\nOther failing ranks:{others}" if others else "")
             + f"\n\nTraceback in rank {rank}:\n{tb}"
         )
+        # rank -> (exception class name, message): lets a caller re-raise a child's own error
+        error.rank_errors = {r: (e[2], e[3]) for r, e in errors.items()}
+        raise error
     # Everyone reported; give them a moment to shut down cleanly.
     for proc in procs:
         proc.join(max(0.0, min(5.0, deadline - time.monotonic())))

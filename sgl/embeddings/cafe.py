@@ -198,7 +198,7 @@ class _SketchEmbedding(EmbeddingBackend):
 
     def lookup(self, flat: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """(hot id or -1, medium flag) of each id, from the sketch."""
-        hot, score = self.sketch.query(flat.numpy())
+        hot, score = self.sketch.query(flat.cpu().numpy())  # the sketch: numba, host
         medium = self._medium_mask(hot, self._effective(score)) if self.medium_rows else np.zeros(hot.shape, bool)
         hot, medium = torch.from_numpy(hot.astype(np.int64)), torch.from_numpy(medium)
         if self.layout is not None:  # ids of fields kept whole never go through the sketch
@@ -261,7 +261,7 @@ class _SketchEmbedding(EmbeddingBackend):
             values = values * (values.numel() / total) if total > 0 else torch.ones_like(values)
         unique, inverse = torch.unique(flat, return_inverse=True)
         summed = torch.zeros(unique.numel()).index_add_(0, inverse, values)
-        return unique.numpy(), summed.numpy()
+        return unique.cpu().numpy(), summed.cpu().numpy()
 
     @torch.no_grad()
     def _migrate(self, keys: np.ndarray, hot_ids: np.ndarray, optimizer) -> None:

@@ -298,7 +298,7 @@ class FieldHashEmbedding(EmbeddingBackend):
             raise EmbeddingError(f"ids must have {len(self.field_dims)} fields in the last dimension, "
                                  f"got shape {tuple(ids.shape)}")
         local = ids - self._id_offsets
-        if (local < 0).any() or (local >= torch.tensor(self.field_dims)).any():
+        if (local < 0).any() or (local >= torch.tensor(self.field_dims, device=local.device)).any():
             raise EmbeddingError("an id lies outside its field's range (global id = field offset + local id)")
         return self.weight[self._row_offsets + local % self._rows]
 

@@ -10,6 +10,9 @@
   trained with a pair decoder: :func:`fit_link_predictor`; OGB's Hits@K and MRR), clustering, graph
   classification, CTR.
 * run records' provenance (:func:`run_provenance`: SGL and torch versions, :func:`dataset_hash`).
+* many processes (``RunConfig.procs``, :class:`DistributedConfig`): DDP training of scalable models
+  (:func:`train_ddp`, :mod:`sgl.tasks.dist_precompute`), distributed sampling
+  (:mod:`sgl.tasks.dist_minibatch`), spawned or under torchrun (:mod:`sgl.tasks.dist_run`).
 """
 from sgl.tasks.config import TrainConfig
 from sgl.tasks.metrics import accuracy, macro_f1
@@ -34,6 +37,8 @@ from sgl.tasks.ssl_pretraining import pretrain
 from sgl.tasks.structure_learning import learn_structure, rwgsl_pseudo_labels
 from sgl.tasks.outofcore import OutOfCoreConfig, OutOfCoreTrainer
 from sgl.tasks.provenance import dataset_hash, run_provenance
+from sgl.tasks.dist_config import DistributedConfig
+from sgl.tasks.ddp import train_ddp
 
 __all__ = ["accuracy", "macro_f1", "TrainConfig", "Trainer", "Distillation", "run_node_classification",
            "seed_everything", "summarize", "RLUConfig", "train_rlu",
@@ -43,6 +48,7 @@ __all__ = ["accuracy", "macro_f1", "TrainConfig", "Trainer", "Distillation", "ru
            "batch_graphs", "pool", "evaluate_graph_embeddings", "run_graph_classification", "model_pseudo_labels",
            "pretrain", "learn_structure", "rwgsl_pseudo_labels",
            "OutOfCoreConfig", "OutOfCoreTrainer", "dataset_hash", "run_provenance",
-           "RunConfig", "StructureConfig", "SamplingConfig", "CTRConfig", "run", "peak_rss_mb"]
+           "RunConfig", "StructureConfig", "SamplingConfig", "CTRConfig", "run", "peak_rss_mb",
+           "DistributedConfig", "train_ddp"]
 from sgl.tasks.run_config import CTRConfig, RunConfig, SamplingConfig, StructureConfig  # noqa: E402
 from sgl.tasks.run import run  # noqa: E402

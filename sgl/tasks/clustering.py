@@ -69,7 +69,7 @@ def kmeans(embeddings: torch.Tensor, num_clusters: int, seed: int = 0, n_init: i
         raise FeatureError(f"embeddings must be a 2-D tensor, got {type(embeddings).__name__}")
     if not 1 <= num_clusters <= embeddings.size(0):
         raise ConfigError(f"num_clusters must be in [1, {embeddings.size(0)}], got {num_clusters}")
-    z = torch.nn.functional.normalize(embeddings.float(), dim=1).numpy()
+    z = torch.nn.functional.normalize(embeddings.float(), dim=1).cpu().numpy()  # scikit-learn: host
     model = KMeans(n_clusters=num_clusters, n_init=n_init, random_state=seed)
     return torch.from_numpy(model.fit_predict(z).astype(np.int64))
 

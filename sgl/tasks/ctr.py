@@ -3,12 +3,17 @@
 :func:`train_ctr` trains one model (Adam, shuffled mini-batches, model selection on the
 validation AUC) and evaluates the best epoch on the test split. Between ``backward()`` and
 ``optimizer.step()`` it calls the embedding backend's ``after_backward(optimizer)``, where
-CAFE/CAFE+ feed gradient norms to their sketch and migrate newly hot features.
+CAFE/CAFE+ feed gradient norms to their sketch and migrate newly hot features. A model over
+HET / HET-GMP workers (``--ctr-embedding het|hetgmp``) is trained in their lock-step schedule
+by :func:`sgl.tasks.ctr_workers.train_ctr_workers` (``run_ctr(..., trainer=train_ctr_workers)``),
+simulated in one process or one worker per process (``sgl train --procs N``).
 
 Command line::
 
     sgl train --task ctr --model deepfm --dataset synthetic-ctr --ctr-embedding cafe --ctr-compression 100
     sgl train --task ctr --model dcn --dataset criteo --root ../shared/datasets/criteo_het_sampled --seeds 3
+    sgl train --task ctr --ctr-embedding het --ctr-embedding-option workers=2 --ctr-embedding-option bound=10
+    sgl train --task ctr --ctr-embedding het --procs 2          # the same two workers as two processes
 
 Example:
     >>> import torch
@@ -141,7 +146,7 @@ def mapped_batches(data: Any, batch_size: int, block_rows: int, generator: torch
     block = _block_size(batch_size, block_rows)
     for b in torch.randperm(math.ceil(n / block), generator=generator).tolist():
         dense, ids, labels = data.batch(slice(b * block, min(n, (b + 1) * block)))
-        perm = torch.randperm(len(labels), generator=generator).numpy()
+        perm = torch.randperm(len(labels), generator=generator).cpu().numpy()
         for i in range(0, len(perm), batch_size):
             rows = perm[i:i + batch_size]
             yield dense[rows], ids[rows], labels[rows]
@@ -163,7 +168,7 @@ def evaluate_ctr(model: torch.nn.Module, data: Any, batch_size: int = 65536,
         probs = [torch.sigmoid(model(dense[i:i + batch_size], ids[i:i + batch_size])).cpu()
                  for i in range(0, len(data), batch_size)]
     model.train(was_training)
-    probs = torch.cat(probs).numpy() if probs else np.zeros(0)
+    probs = torch.cat(probs).cpu().numpy() if probs else np.zeros(0)
     labels = np.asarray(data.labels)
     return {"auc": roc_auc(probs, labels), "logloss": log_loss(probs, labels)}
 
@@ -173,13 +178,17 @@ def train_ctr(model: torch.nn.Module, train: Any, val: Any, test: Any, config: O
     """Train ``model`` on ``train``; keep the epoch with the best validation AUC; test it.
 
     Returns ``val_auc, val_logloss, test_auc, test_logloss, best_epoch, train_time_s,
-    embedding_bytes``.
+    embedding_bytes`` (a model over HET / HET-GMP workers trains with
+    :func:`~sgl.tasks.ctr_workers.train_ctr_workers` instead).
     """
     from tqdm.auto import tqdm
 
     from sgl.device import get_device
 
     config = config or CTRTrainConfig()
+    if hasattr(getattr(model, "embedding", None), "worker_ids"):  # HET / HET-GMP workers (duck-typed: no cycle)
+        raise ConfigError("this model's embedding is HET / HET-GMP workers: train it with "
+                          "sgl.tasks.ctr_workers.train_ctr_workers (run_ctr(..., trainer=train_ctr_workers))")
     if len(train) == 0:
         raise ConfigError("the training split is empty")
     device = get_device(config.device)
@@ -260,8 +269,12 @@ def _restore_sketch(embedding: Any, sketch: Any) -> None:
 
 
 def run_ctr(model_factory: Callable[[int], torch.nn.Module], train: Any, val: Any, test: Any,
-            seeds: Sequence[int] = (0,), config: Optional[CTRTrainConfig] = None) -> Dict[str, Any]:
-    """One fresh model per seed (``model_factory(seed)``, built after seeding); mean ± std of each metric."""
+            seeds: Sequence[int] = (0,), config: Optional[CTRTrainConfig] = None,
+            trainer: Optional[Callable[..., Dict[str, Any]]] = None) -> Dict[str, Any]:
+    """One fresh model per seed (``model_factory(seed)``, built after seeding); mean ± std of each metric.
+
+    ``trainer`` (default :func:`train_ctr`) trains one model: ``trainer(model, train, val, test, config,
+    seed)``; HET / HET-GMP workers take :func:`sgl.tasks.ctr_workers.train_ctr_workers`."""
     from sgl.tasks.stats import seed_everything, summarize
 
     seeds = list(seeds)
@@ -270,9 +283,12 @@ def run_ctr(model_factory: Callable[[int], torch.nn.Module], train: Any, val: An
     runs: List[Dict[str, Any]] = []
     for seed in seeds:
         seed_everything(seed)
-        runs.append({"seed": seed, **train_ctr(model_factory(seed), train, val, test, config, seed)})
+        runs.append({"seed": seed, **(trainer or train_ctr)(model_factory(seed), train, val, test, config, seed)})
     record: Dict[str, Any] = {"runs": runs}
-    for key in ("test_auc", "test_logloss", "val_auc", "val_logloss", "train_time_s"):
-        record[key] = summarize([r[key] for r in runs])
+    for key in ("test_auc", "test_logloss", "val_auc", "val_logloss", "train_time_s", "traffic_bytes"):
+        if key in runs[0]:
+            record[key] = summarize([r[key] for r in runs])
     record["embedding_bytes"] = runs[0]["embedding_bytes"]
+    if "workers" in runs[0]:
+        record["workers"] = runs[0]["workers"]
     return record

@@ -55,6 +55,7 @@ import torch
 import torch.nn.functional as F
 
 from sgl import comm
+from sgl.comm._wire import _comm_device
 from sgl.device import get_device
 from sgl.errors import CommError, ConfigError, FeatureError, GraphError
 from sgl.samplers.dist_graph import DistGraph
@@ -77,14 +78,16 @@ def shard_batches(shard: np.ndarray, shard_index: int, batch_size: int, steps: i
 
 
 def _reduce(values: Sequence[float], op: str = "sum") -> np.ndarray:
-    return comm.all_reduce(torch.tensor(list(values), dtype=torch.float64), op=op).numpy()
+    # on the device the backend moves (the rank's GPU under NCCL), back on the host for numpy
+    values = torch.tensor(list(values), dtype=torch.float64, device=_comm_device(None))
+    return comm.all_reduce(values, op=op).cpu().numpy()
 
 
 def _shards(graph: DistGraph, seed_shards: Optional[Sequence[Any]]) -> Tuple[List[Tuple[int, np.ndarray]], List[int]]:
     """``([(shard index, sorted nodes)] of this rank, every shard's size)``."""
     if seed_shards is None:
         own = graph.split_nodes("train")
-        sizes = [int(t) for t in comm.all_gather(torch.tensor([own.size]))]
+        sizes = [int(t) for t in comm.all_gather(torch.tensor([own.size], device=_comm_device(None)))]
         return [(graph.rank, own)], [int(s) for s in sizes]
     if comm.get_world_size() > 1:
         raise ConfigError("seed_shards emulates several ranks in one process; with several processes every rank "
@@ -93,7 +96,7 @@ def _shards(graph: DistGraph, seed_shards: Optional[Sequence[Any]]) -> Tuple[Lis
         raise ConfigError("seed_shards must be a non-empty list of node-id lists, one per emulated rank")
     shards = []
     for i, nodes in enumerate(seed_shards):
-        arr = np.asarray(nodes.numpy() if isinstance(nodes, torch.Tensor) else nodes).reshape(-1)
+        arr = np.asarray(nodes.cpu().numpy() if isinstance(nodes, torch.Tensor) else nodes).reshape(-1)
         if arr.size and (arr.dtype.kind not in "iu" or arr.min() < 0 or arr.max() >= graph.num_nodes):
             raise GraphError(f"seed_shards[{i}] must hold node ids in [0, {graph.num_nodes})")
         shards.append((i, np.sort(arr.astype(np.int64))))

@@ -60,7 +60,7 @@ def pool(embeddings: torch.Tensor, graph_id: torch.Tensor, num_graphs: int, how:
     if how not in ("mean", "sum", "max"):
         raise ConfigError(f"pooling must be 'mean', 'sum' or 'max', got {how!r}")
     index = graph_id.view(-1, 1).expand_as(embeddings)
-    out = torch.zeros(num_graphs, embeddings.size(1), dtype=embeddings.dtype)
+    out = torch.zeros(num_graphs, embeddings.size(1), dtype=embeddings.dtype, device=embeddings.device)
     reduce = {"mean": "mean", "sum": "sum", "max": "amax"}[how]
     return out.scatter_reduce(0, index, embeddings, reduce=reduce, include_self=False)
 
@@ -81,8 +81,8 @@ def evaluate_graph_embeddings(features: torch.Tensor, labels: torch.Tensor, fold
 
     if classifier not in ("svm", "logreg"):
         raise ConfigError(f"classifier must be 'svm' or 'logreg', got {classifier!r}")
-    x = features.double().numpy()
-    y = labels.numpy()
+    x = features.double().cpu().numpy()  # scikit-learn: host
+    y = labels.cpu().numpy()
     counts = np.bincount(y)
     if folds < 2 or counts[counts > 0].min() < folds:
         raise ConfigError(f"{folds}-fold cross-validation needs folds >= 2 and at least {folds} graphs per "

@@ -57,17 +57,19 @@ def linear_probe(embeddings: torch.Tensor, graph: Any, lr: float = 0.01, weight_
     y = graph.y
     masks = _probe_masks(graph)
     z = embeddings.float()
+    device = z.device  # the probe trains where the embeddings are
+    y, masks = y.to(device), {name: index.to(device) for name, index in masks.items()}
     if standardize:
         # statistics of the training rows only: nothing about val/test leaks into the probe
         rows = z[masks["train"]]
-        std = rows.std(0).clamp_min(1e-6) if rows.size(0) > 1 else torch.ones(z.size(1))
+        std = rows.std(0).clamp_min(1e-6) if rows.size(0) > 1 else torch.ones(z.size(1), device=device)
         z = (z - rows.mean(0)) / std
     generator = torch.Generator().manual_seed(seed)
     num_classes = int(y.max()) + 1
     weight = torch.empty(z.size(1), num_classes)
-    torch.nn.init.xavier_uniform_(weight, generator=generator)
-    weight.requires_grad_(True)
-    bias = torch.zeros(num_classes, requires_grad=True)
+    torch.nn.init.xavier_uniform_(weight, generator=generator)  # drawn on the host: the same on any device
+    weight = weight.to(device).requires_grad_(True)
+    bias = torch.zeros(num_classes, device=device, requires_grad=True)
     optimizer = torch.optim.Adam([weight, bias], lr=lr, weight_decay=weight_decay)
     best = {"val_acc": -1.0}
     train = masks["train"]

@@ -8,6 +8,11 @@ caches within one memory budget. The run config contains the policy's options
 out-of-core defaults; :meth:`OutOfCoreConfig.from_flat` reads the flat keyword set older code and
 records use.
 
+Devices: the store, the features and every cache (feature rows, adjacency, historical
+embeddings) stay in host memory; the model, each batch (feature rows, blocks, labels) and the
+historical embeddings it reads run on ``train.device`` (any device :func:`sgl.device.get_device`
+accepts), copied there without blocking, through pinned host buffers when it is a GPU.
+
 Example:
     >>> import tempfile, os, sgl
     >>> from sgl.samplers import write_store, open_store
@@ -52,7 +57,8 @@ class OutOfCoreConfig:
     ``train.batch_size`` is the seeds per batch (a positive integer here), ``train.eval_batch_size``
     the seeds per evaluation chunk, ``train.patience`` stops :meth:`OutOfCoreTrainer.fit` after that
     many epochs without a better validation accuracy, ``train.progress`` is :meth:`~OutOfCoreTrainer.fit`'s
-    default progress bar. Training runs on the CPU (the caches are host memory).
+    default progress bar. ``train.device`` is where the model and each batch run (the caches stay in host
+    memory).
     """
 
     sampling: OutOfCoreSampling = field(default_factory=OutOfCoreSampling)
@@ -65,9 +71,6 @@ class OutOfCoreConfig:
     def __post_init__(self) -> None:
         self.train.batch_size = positive_int(self.train.batch_size, "batch_size")
         self.hidden = positive_int(self.hidden, "hidden")
-        if self.train.device not in (None, "cpu"):
-            raise ConfigError(f"out-of-core training runs on the CPU (its caches are host memory); got "
-                              f"device={self.train.device!r}: leave it unset or use 'cpu'")
 
     @staticmethod
     def default_train() -> TrainConfig:
@@ -115,7 +118,7 @@ def _split(store: GraphStore, name: str) -> np.ndarray:
     mask = getattr(store, f"{name}_mask")
     if mask is None or not bool(mask.any()):
         raise FeatureError(f"the store has no {name} nodes; write it from a graph with a {name}_mask")
-    return mask.nonzero().flatten().numpy()
+    return mask.nonzero().flatten().cpu().numpy()
 
 
 class OutOfCoreTrainer:
@@ -131,14 +134,19 @@ class OutOfCoreTrainer:
 
     def __init__(self, store: GraphStore, config: Optional[OutOfCoreConfig] = None,
                  model: Optional[SampledGNN] = None) -> None:
+        from sgl.device import get_device
+
         self.store, self.cfg = store, config or OutOfCoreConfig()
         cfg = self.cfg
+        #: where the model and each batch run (DeviceError now for a device that does not exist)
+        self.device = get_device(cfg.train.device)
         if store.y is None:
             raise FeatureError("the store has no labels; write it from a graph with integer labels")
         self.train_nodes, self.val_nodes, self.test_nodes = (_split(store, s) for s in ("train", "val", "test"))
         torch.manual_seed(cfg.seed)
         self.model = model or SampledGNN(store.num_features, store.num_classes, hidden=cfg.hidden,
                                          num_layers=len(cfg.sampling.fanouts), dropout=cfg.dropout, conv=cfg.conv)
+        self.model.to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
         self.policy = make_policy(cfg.sampling, cfg.train.batch_size, cfg.seed)
         self.epoch = 0
@@ -160,6 +168,15 @@ class OutOfCoreTrainer:
         """The policy's historical embedding cache (None when it keeps none)."""
         return self.policy.emb_cache
 
+    def _to_device(self, value: Any) -> Any:
+        """A host tensor (or a block) on the training device: pinned, then copied without blocking on a
+        GPU (torch's pinned-memory pool reuses the host buffers); itself on the CPU."""
+        if self.device.type == "cpu":
+            return value
+        if self.device.type == "cuda":
+            value = value.pin_memory()
+        return value.to(self.device, non_blocking=True)
+
     def batches(self, epoch: int) -> List[np.ndarray]:
         """The seeds of every batch of ``epoch``."""
         return self.policy.batches(epoch)
@@ -168,19 +185,22 @@ class OutOfCoreTrainer:
         """Fetch the batch's rows, train on it (``io_only``: skip the model, push placeholder rows so
         the embedding stamps that decide later pruning are the same) and update the caches."""
         model = self.model
-        needed, rows, history = self.policy.gather(batch)
+        needed, rows, history = self.policy.gather(batch)  # host memory: the caches' rows
         computed = batch.computed_inputs
         if io_only:
             loss = float("nan")
-            last_input = torch.zeros(computed.size, model.last_input_width)
+            last_input = torch.zeros(computed.size, model.last_input_width, device=rows.device)
         else:
-            x = torch.zeros(batch.n_id.numel(), self.store.num_features)
+            x = torch.zeros(batch.n_id.numel(), self.store.num_features, device=rows.device)
             x[torch.from_numpy(needed)] = rows
-            x = model.transform_features(x)
+            x = model.transform_features(self._to_device(x))
+            blocks = [self._to_device(block) for block in batch.blocks]
+            history = None if history is None else self._to_device(history)
+            target = self._to_device(self.store.y[batch.output_nodes])
             model.train()
             self.optimizer.zero_grad()
-            out = model(x, batch.blocks, history)
-            step_loss = F.cross_entropy(out, self.store.y[batch.output_nodes])
+            out = model(x, blocks, history)
+            step_loss = F.cross_entropy(out, target)
             step_loss.backward()
             self.optimizer.step()
             loss = float(step_loss.detach())
@@ -286,9 +306,9 @@ class OutOfCoreTrainer:
             for i in range(0, nodes.size, chunk):
                 seeds = nodes[i:i + chunk]
                 batch = sampler.sample(seeds, rng=np.random.default_rng([self.cfg.seed, 1 << 20, i]))
-                x = self.model.transform_features(self.features.read(batch.n_id))
-                pred = self.model(x, batch.blocks).argmax(1)
-                correct += int((pred == self.store.y[batch.output_nodes]).sum())
+                x = self.model.transform_features(self._to_device(self.features.read(batch.n_id)))
+                pred = self.model(x, [self._to_device(block) for block in batch.blocks]).argmax(1)
+                correct += int((pred.cpu() == self.store.y[batch.output_nodes]).sum())
         finally:
             counter.reset()
             for kind, value in snapshot.items():

@@ -49,7 +49,7 @@ def _update(digest: Any, name: str, value: Any) -> None:
             _update(digest, f"{name}.indices", value.indices())
             _update(digest, f"{name}.values", value.values())
             return
-        value = value.detach().cpu().contiguous().numpy()
+        value = value.detach().contiguous().cpu().numpy()
     array = np.asarray(value) if not isinstance(value, np.memmap) else value
     digest.update(f"{array.dtype}{array.shape}".encode())
     filename = getattr(array, "filename", None)

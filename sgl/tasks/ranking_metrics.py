@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import Dict, Sequence
 
+import numpy as np
 import torch
 
 from sgl.errors import ConfigError, GraphError
@@ -91,7 +92,7 @@ def roc_auc_ap(pos: torch.Tensor, neg: torch.Tensor) -> Dict[str, float]:
 
     pos, neg = _scores(pos, "pos").reshape(-1), _scores(neg, "neg").reshape(-1)
     scores = torch.cat([pos, neg]).double().cpu().numpy()
-    target = torch.cat([torch.ones(pos.numel()), torch.zeros(neg.numel())]).numpy()
+    target = np.concatenate([np.ones(pos.numel()), np.zeros(neg.numel())])
     return {"auc": float(roc_auc_score(target, scores)), "ap": float(average_precision_score(target, scores))}
 
 

@@ -92,7 +92,7 @@ def train_rlu(model_factory: Callable[[], Any], graph: Any, train_config: Option
         logits = trainer.predict_all(model, stage_features, graph, device)
         probs = torch.softmax(logits / rlu.temperature, dim=1)
         index = ((probs.max(dim=1).values > rlu.threshold) & allowed).nonzero().flatten()
-        label_matrix = torch.zeros(graph.num_nodes, graph.num_classes)
+        label_matrix = torch.zeros(graph.num_nodes, graph.num_classes, device=probs.device)
         train = graph.train_mask.nonzero().flatten()
         label_matrix[train, graph.y[train]] = 1.0
         label_matrix[index] = probs[index]

@@ -24,7 +24,11 @@ from typing import Any, Callable, Dict, Optional
 
 from sgl.errors import ConfigError
 from sgl.tasks.provenance import run_provenance, store_hash
-from sgl.tasks.run_config import RunConfig, SamplingConfig
+from sgl.tasks.run_config import RunConfig
+from sgl.tasks.run_parts import check_node_dataset as _check_node_dataset
+from sgl.tasks.run_parts import describe as _describe
+from sgl.tasks.run_parts import record as _record
+from sgl.tasks.run_parts import sampled_setup as _sampled_setup
 
 __all__ = ["run", "ssl_factory"]
 
@@ -36,6 +40,10 @@ def run(config: RunConfig, log: Optional[Log] = None, progress: bool = True) -> 
     if not isinstance(config, RunConfig):
         raise ConfigError(f"run() takes a RunConfig (RunConfig.from_dict(...) reads a mapping), got "
                           f"{type(config).__name__}")
+    if config.procs > 1:  # several processes: spawn them, or join torchrun's (sgl.tasks.dist_run)
+        from sgl.tasks.dist_run import run_distributed
+
+        return run_distributed(config, log, progress)
     log = log or (lambda line: None)
     if config.train is not None:
         config = dataclasses.replace(config, train=dataclasses.replace(config.train, progress=progress))
@@ -50,32 +58,7 @@ def run(config: RunConfig, log: Optional[Log] = None, progress: bool = True) -> 
     return _run_ssl(config, log, progress)
 
 
-def _record(config: RunConfig, results: Dict[str, Any], data: Any) -> Dict[str, Any]:
-    from sgl.data import HeteroGraph
-
-    hetero = isinstance(data, HeteroGraph)  # heterogeneous graphs hash themselves (all types and relations)
-    return {"config": config.to_dict(), **results,
-            **(run_provenance(data_hash=data.content_hash) if hetero else run_provenance(data))}
-
-
 # ---------------------------------------------------------------------------- node classification
-def _check_node_dataset(name: str) -> None:
-    import sgl.datasets
-
-    task = sgl.datasets.dataset_task(name) or "node"
-    if str(name).lower().startswith("tu:"):
-        task = "graph"
-    if task != "node":
-        kind = {"graph": "graph-classification", "ctr": "CTR (click-through-rate)"}.get(task, task)
-        raise ConfigError(f"dataset {name!r} is a {kind} dataset; `sgl train` runs node "
-                          f"classification unless you pass --task {task}")
-
-
-def _describe(graph: Any) -> str:
-    return (f"{graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {graph.num_features} features, "
-            f"{graph.num_classes} classes, split {'/'.join(map(str, graph.split_sizes()))}")
-
-
 def _run_node(config: RunConfig, log: Log, progress: bool) -> Dict[str, Any]:
     if config.sampler is not None and config.sampler.out_of_core:
         from sgl.tasks.outofcore import run_out_of_core
@@ -128,21 +111,9 @@ def _learn_structure(config: RunConfig, graph: Any, log: Log, progress: bool) ->
 def _run_sampled(config: RunConfig, log: Log) -> Dict[str, Any]:
     import sgl.datasets
     from sgl.samplers.models import SampledGNN
-    from sgl.tasks.minibatch import SamplerConfig, run_minibatch_node_classification
+    from sgl.tasks.minibatch import run_minibatch_node_classification
 
-    if config.model not in ("sage", "gcn"):
-        raise ConfigError(f"--sampler trains the models sage or gcn, got --model {config.model!r}")
-    s = config.sampler
-    try:
-        sampler_cfg = SamplerConfig(sampler=s.name, fanouts=s.fanouts or [15, 10], **s.options)
-    except TypeError as exc:
-        raise ConfigError(f"bad sampler option: {exc}") from None
-    options = dict(config.model_config)
-    options.setdefault("num_layers", len(sampler_cfg.fanouts))
-    unknown = set(options) - {"hidden", "num_layers", "dropout", "normalize_features"}
-    if unknown:
-        raise ConfigError(f"unknown model option(s) {sorted(unknown)} for sampled {config.model}; "
-                          f"valid: hidden, num_layers, dropout, normalize_features")
+    sampler_cfg, options, resolved = _sampled_setup(config)
     graph = sgl.datasets.load(config.dataset, root=config.root, **config.dataset_options)
     log(f"dataset: {config.dataset} ({_describe(graph)})")
 
@@ -151,9 +122,6 @@ def _run_sampled(config: RunConfig, log: Log) -> Dict[str, Any]:
 
     log(f"model: {factory()!r}, sampler: {sampler_cfg.sampler} fanouts {sampler_cfg.fanouts}")
     results = run_minibatch_node_classification(factory, graph, config.seeds, config.train, sampler_cfg)
-    extra = {k: v for k, v in sampler_cfg.to_dict().items() if k not in ("sampler", "fanouts")}
-    resolved = dataclasses.replace(config, model_config=options,
-                                   sampler=SamplingConfig(s.name, list(sampler_cfg.fanouts), options=extra))
     return _record(resolved, results, graph)
 
 
@@ -259,35 +227,6 @@ def _run_link(config: RunConfig, log: Log) -> Dict[str, Any]:
 
 # ---------------------------------------------------------------------------- CTR
 def _run_ctr(config: RunConfig, log: Log) -> Dict[str, Any]:
-    import sgl.datasets
-    from sgl.embeddings import build_embedding
-    from sgl.models.ctr import build_ctr_model, ctr_model_config
-    from sgl.tasks.ctr import CTRTrainConfig, run_ctr
+    from sgl.tasks.ctr_run import run_ctr_config  # also the rank body of --procs (HET / HET-GMP workers)
 
-    task = sgl.datasets.dataset_task(config.dataset)
-    if task is not None and task != "ctr":
-        ctr_names = sorted(name.lower() for name, _, t in sgl.datasets.list_datasets() if t == "ctr")
-        raise ConfigError(f"dataset {config.dataset!r} is a {task} dataset; --task ctr needs one of "
-                          f"{', '.join(ctr_names)}")
-    data = sgl.datasets.load(config.dataset, root=config.root, **config.dataset_options)
-    if not all(hasattr(data, a) for a in ("global_ids", "field_dims", "split")):  # duck-typed: CTRData
-        raise ConfigError(f"dataset {config.dataset!r} did not load as CTR data")
-    model_cfg = ctr_model_config(**config.model_config)
-    ctr = config.ctr
-    train, val, test = data.split(tuple(ctr.split), seed=0)
-    log(f"dataset: {config.dataset} ({len(data):,} rows, {data.num_fields} fields, {data.num_dense} dense, "
-        f"{data.num_embeddings:,} ids, CTR {data.labels.mean():.3f}, split {len(train)}/{len(val)}/{len(test)})")
-
-    def factory(seed: int) -> Any:
-        options = dict(ctr.embedding_options)
-        if ctr.embedding in ("hash", "cafe", "cafe+"):
-            options.setdefault("seed", seed)
-        if ctr.embedding == "hash-field" or options.get("cold") == "field":
-            options.setdefault("field_dims", list(data.field_dims))   # per-field layouts need the field sizes
-        embedding = build_embedding(ctr.embedding, data.num_embeddings, ctr.embed_dim, ratio=ctr.compression,
-                                    **options)
-        return build_ctr_model(config.model, embedding, data.num_fields, ctr.embed_dim, data.num_dense, model_cfg)
-
-    log(f"model: {config.model} over {factory(0).embedding!r}")
-    results = run_ctr(factory, train, val, test, config.seeds, CTRTrainConfig(train=config.train, block_rows=ctr.block_rows))
-    return _record(dataclasses.replace(config, model_config=model_cfg.to_dict()), results, data)
+    return run_ctr_config(config, log)

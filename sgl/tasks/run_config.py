@@ -18,6 +18,10 @@ frozen embeddings (:func:`sgl.tasks.run_linear_probe`); its ``task_options`` are
 (:data:`PROBE_OPTIONS`: by default the official GCMAE/GraphMAE protocol, Adam lr 0.01, weight
 decay 1e-4, 400 epochs, best-validation epoch, raw embeddings).
 
+``procs > 1`` runs on that many processes (``sgl train --procs N``, or torchrun's world) with the
+settings of a :class:`~sgl.tasks.dist_config.DistributedConfig`; a run without a multi-process
+path is refused (:mod:`sgl.tasks.dist_config`).
+
 The serialised form (:meth:`RunConfig.to_dict`) keeps the flat layout of earlier records
 (``structure_options``, ``embedding``, ``compression`` ...) so every record written before
 still replays.
@@ -42,6 +46,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 from sgl._checks import check_int, check_real
 from sgl.errors import ConfigError
 from sgl.tasks.config import TrainConfig
+from sgl.tasks.dist_config import DistributedConfig, check_procs
 from sgl.tasks.rlu import RLUConfig
 
 __all__ = ["RunConfig", "StructureConfig", "SamplingConfig", "CTRConfig", "TASKS", "seed_list",
@@ -160,6 +165,10 @@ class CTRConfig:
         self.compression = check_real(self.compression, "the CTR compression ratio", 0.0, open_low=True)
         self.embed_dim = check_int(self.embed_dim, "the CTR embedding width (embed_dim)", minimum=1)
         self.split = [float(x) for x in self.split]
+        if self.embedding in ("het", "hetgmp"):  # HET / HET-GMP workers: their options, before any data loads
+            from sgl.embeddings.protocol import check_protocol_options
+
+            check_protocol_options(self.embedding, self.compression, self.embedding_options)
 
 
 #: keys of the flat serialised layout that belong to one part
@@ -191,6 +200,10 @@ class RunConfig:
     #: graph folds/pooling/classifier
     task_options: Dict[str, Any] = field(default_factory=dict)
     cache_dir: Optional[str] = None
+    #: processes (``sgl train --procs N`` spawns them; under torchrun the world's size) and how
+    #: they are used (:class:`~sgl.tasks.dist_config.DistributedConfig`; procs > 1 only)
+    procs: int = 1
+    distributed: Optional[DistributedConfig] = None
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -208,6 +221,7 @@ class RunConfig:
             # the model's published/validated setting on this dataset, under the explicit options
             self.model_config = {**preset(self.model, self.dataset)[0], **self.model_config}
         self._check_parts()
+        check_procs(self)
 
     def _has_preset(self) -> bool:
         """Full-graph node classification by a zoo model: a per-dataset preset may apply."""
@@ -339,7 +353,8 @@ class RunConfig:
         data = {**copy.deepcopy(dict(data)), **overrides}
         task = data.pop("task", None) or "node"
         valid = {"model", "dataset", "root", "seeds", "model_config", "dataset_options", "train", "sampler", "rlu",
-                 "task_options", "cache_dir", *_STRUCTURE_KEYS, *(_CTR_KEYS if task == "ctr" else ())}
+                 "task_options", "cache_dir", "procs", "distributed", *_STRUCTURE_KEYS,
+                 *(_CTR_KEYS if task == "ctr" else ())}
         unknown = set(data) - valid
         if unknown:
             raise ConfigError(f"unknown key(s) {sorted(unknown)} in the run config; valid: {sorted(valid | {'task'})}")
@@ -357,18 +372,23 @@ class RunConfig:
             ctr.setdefault("block_rows", train.pop("block_rows"))
         rlu = data.pop("rlu", None)
         sampler = data.pop("sampler", None)
+        distributed = data.pop("distributed", None)
+        if distributed is not None and not isinstance(distributed, Mapping):
+            raise ConfigError(f"distributed must be a mapping of DistributedConfig fields, got {distributed!r}")
         try:
             config = cls(task=task, train=TrainConfig() if train is not None else None,
                          structure=StructureConfig(**structure) if "name" in structure else None,
                          rlu=RLUConfig(**rlu) if rlu else None,
                          sampler=_sampling(sampler, data.get("model_config", {})),
-                         ctr=CTRConfig(**ctr) if task == "ctr" else None, **data)
+                         ctr=CTRConfig(**ctr) if task == "ctr" else None,
+                         distributed=DistributedConfig(**distributed) if distributed else None, **data)
         except TypeError as exc:
             raise ConfigError(f"bad run config: {exc}") from None
         if train is not None:
             if not isinstance(train, Mapping):
                 raise ConfigError(f"train must be a mapping of TrainConfig fields, got {train!r}")
             config.train = config.default_train(train)
+            check_procs(config)  # again: the device is known now
         return config
 
     def to_dict(self) -> Dict[str, Any]:
@@ -392,6 +412,9 @@ class RunConfig:
             out.update(copy.deepcopy(self.ctr.__dict__))
         if self.task_options:
             out["task_options"] = dict(self.task_options)
+        if self.procs != 1:  # one-process records keep their earlier layout
+            out["procs"] = self.procs
+            out["distributed"] = self.distributed.to_dict()
         return out
 
 

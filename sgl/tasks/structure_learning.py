@@ -52,10 +52,12 @@ def rwgsl_pseudo_labels(graph: Graph, config: Optional[RWGSLConfig] = None, seed
     x = propagate_hops(graph, row_normalize(graph.x.float()), cfg.pseudo_k, progress=False)[-1]
     train = graph.train_mask.nonzero().flatten()
     val = graph.val_mask.nonzero().flatten() if graph.val_mask is not None and bool(graph.val_mask.any()) else train
+    device = x.device  # the base model trains where the propagated features are
+    y, train, val = y.to(device), train.to(device), val.to(device)
     weight = torch.zeros(x.size(1), num_classes)
-    torch.nn.init.xavier_uniform_(weight, generator=gen)
-    weight.requires_grad_(True)
-    bias = torch.zeros(num_classes, requires_grad=True)
+    torch.nn.init.xavier_uniform_(weight, generator=gen)  # drawn on the host: the same on any device
+    weight = weight.to(device).requires_grad_(True)
+    bias = torch.zeros(num_classes, device=device, requires_grad=True)
     opt = torch.optim.Adam([weight, bias], lr=cfg.pseudo_lr, weight_decay=cfg.pseudo_weight_decay)
     best, best_params = -1.0, None
     x_val, y_val = x[val], y[val]

@@ -305,8 +305,18 @@ def test_config_contains_a_train_config_and_reads_the_flat_keyword_set():
         OutOfCoreConfig.from_flat(stalenes=7)
     with pytest.raises(ConfigError, match="batch_size must be a positive integer"):
         OutOfCoreConfig.from_flat(batch_size=0)
-    with pytest.raises(ConfigError, match="runs on the CPU"):
-        OutOfCoreConfig.from_flat(device="cuda")
+    assert OutOfCoreConfig.from_flat(device="cuda").train.device == "cuda"  # any device; checked by the trainer
+
+
+def test_the_trainer_runs_on_the_configured_device_and_refuses_one_that_does_not_exist(community_store):
+    from sgl.errors import DeviceError
+
+    missing = "cuda:7" if not torch.cuda.is_available() else f"cuda:{torch.cuda.device_count()}"
+    with pytest.raises(DeviceError, match="cuda:7|names GPU"):
+        _trainer(community_store, "outre", device=missing)
+    default, cpu = _trainer(community_store, "outre"), _trainer(community_store, "outre", device="cpu")
+    assert cpu.device == torch.device("cpu") and next(cpu.model.parameters()).device == cpu.device
+    assert default.train_epoch()["loss"] == cpu.train_epoch()["loss"]
 
 
 def test_fit_stops_after_patience_epochs_without_a_better_validation_accuracy(tmp_path):

@@ -77,7 +77,7 @@ def steady_state_reduction(bound: int, workers: int, dim: int, rate: float = 0.0
 
 
 def _batch_keys(batch: np.ndarray | torch.Tensor, who: str) -> np.ndarray:
-    keys = batch.numpy() if isinstance(batch, torch.Tensor) else np.asarray(batch)
+    keys = batch.cpu().numpy() if isinstance(batch, torch.Tensor) else np.asarray(batch)
     if keys.dtype.kind not in "iu":
         raise EmbeddingError(f"{who}: a batch must hold integer ids, got dtype {keys.dtype}.")
     if keys.size and keys.min() < 0:

@@ -1,5 +1,8 @@
 """Per-worker embedding cache of HET with LRU, LFU and pinned-LFU eviction.
 
+The cache is worker-side state: it lives on the worker's device (its model's; ``device=`` or
+:meth:`~sgl.embeddings.het.staleness.StaleLines.to_device`), the server in host memory.
+
 Lines live in fixed slot arrays (vectorised per batch); a dense ``slot_of``
 index maps a row id to its slot (8 bytes per table row, counted in
 :meth:`EmbeddingCache.memory_bytes`).  Each line holds the bounded-staleness
@@ -43,18 +46,22 @@ class EmbeddingCache(StaleLines):
     ([2, 3], [])
     """
 
+    _TENSORS = StaleLines._TENSORS + ("freq", "last_used", "slot_of")
+
     def __init__(self, num_embeddings: int, dim: int, capacity: int,
-                 policy: CachePolicy = "lfu_pinned", pin_threshold: int = 10) -> None:
+                 policy: CachePolicy = "lfu_pinned", pin_threshold: int = 10,
+                 device: torch.device | str | None = None) -> None:
         check_scalar(check_choice, policy, f"cache policy must be one of {POLICIES}, got {policy!r}.", POLICIES)
         capacity = check_scalar(check_int, capacity, f"cache capacity must be an int >= 0 (lines), got {capacity!r}.", 0)
         pin_threshold = check_scalar(check_int, pin_threshold, f"pin_threshold must be an int >= 1, got "
                                      f"{pin_threshold!r}.", 1)
-        super().__init__(torch.full((capacity,), -1, dtype=torch.int64), dim)
+        super().__init__(torch.full((capacity,), -1, dtype=torch.int64, device=device), dim)
         self.num_embeddings, self.capacity = num_embeddings, capacity
         self.policy, self.pin_threshold = policy, pin_threshold
-        self.freq = torch.zeros(capacity, dtype=torch.int64)
-        self.last_used = torch.full((capacity,), -1, dtype=torch.int64)
-        self.slot_of = torch.full((num_embeddings,), -1, dtype=torch.int64)
+        device = self.keys.device
+        self.freq = torch.zeros(capacity, dtype=torch.int64, device=device)
+        self.last_used = torch.full((capacity,), -1, dtype=torch.int64, device=device)
+        self.slot_of = torch.full((num_embeddings,), -1, dtype=torch.int64, device=device)
         self.clock = 0
         self.evictions = 0
 
@@ -96,9 +103,10 @@ class EmbeddingCache(StaleLines):
 
         When slots run short, keys with more occurrences in the batch win.
         """
-        slots = torch.full((keys.numel(),), -1, dtype=torch.int64)
-        none = (torch.zeros(0, dtype=torch.int64), torch.zeros(0, self.dim),
-                torch.zeros(0, dtype=torch.int64))
+        device = self.keys.device
+        slots = torch.full((keys.numel(),), -1, dtype=torch.int64, device=device)
+        none = (torch.zeros(0, dtype=torch.int64, device=device), torch.zeros(0, self.dim, device=device),
+                torch.zeros(0, dtype=torch.int64, device=device))
         if keys.numel() == 0 or self.capacity == 0:
             return slots, none
         victims = self._evictable_order()
@@ -106,7 +114,8 @@ class EmbeddingCache(StaleLines):
         if n == 0:
             return slots, none
         chosen = victims[:n]
-        winners = torch.argsort(-counts, stable=True)[:n] if n < keys.numel() else torch.arange(n)
+        winners = torch.argsort(-counts, stable=True)[:n] if n < keys.numel() else \
+            torch.arange(n, device=device)
         old = self.keys[chosen]
         used = old >= 0
         dirty = used & (self.updates[chosen] > 0)

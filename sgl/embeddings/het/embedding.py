@@ -19,6 +19,10 @@ An *update* is, as in the official HET code, one occurrence of a key in a batch
 (``update_unit="step"``: a key updated by one batch counts 1 however often it
 occurs).  Per-step counting lets hot rows stay stale longer: fewer bytes, lower
 AUC (see docs/embeddings.md).
+
+Devices: a worker's state (cache lines, the last read's versions) lives on its model's device
+(``device=`` or ``module.to(device)``), the parameter server in host memory; the transport
+moves what crosses between them.
 """
 from __future__ import annotations
 
@@ -125,9 +129,9 @@ class CacheCounters:
 
 
 class HETWorker:
-    """The cache protocol of one worker (no autograd; see :class:`HETEmbedding`)."""
+    """The cache protocol of one worker (no autograd; see :class:`HETEmbedding`), its cache on ``device``."""
 
-    def __init__(self, config: HETConfig, transport: Transport) -> None:
+    def __init__(self, config: HETConfig, transport: Transport, device: torch.device | str | None = None) -> None:
         if transport.num_embeddings != config.num_embeddings or transport.dim != config.embedding_dim:
             raise ConfigError(
                 f"HETWorker: transport serves a {transport.num_embeddings}x{transport.dim} table, "
@@ -135,15 +139,26 @@ class HETWorker:
             )
         self.config, self.transport = config, transport
         self.cache = EmbeddingCache(config.num_embeddings, config.embedding_dim,
-                                    config.cache_capacity, config.policy, config.pin_threshold)
+                                    config.cache_capacity, config.policy, config.pin_threshold, device=device)
         self._evicted: list[PushPart] = []
         self._batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         #: Server version each value of the last lookup reflects (for staleness checks).
-        self.read_versions = torch.zeros(0, dtype=torch.int64)
+        self.read_versions = torch.zeros(0, dtype=torch.int64, device=self.cache.device)
         self.lookups = 0
         self.hits = 0
         #: Rows fetched and pushed, by reason (see :class:`CacheCounters`).
         self.counters = CacheCounters()
+
+    @property
+    def device(self) -> torch.device:
+        """Where the worker-side state lives."""
+        return self.cache.device
+
+    def to_device(self, device: torch.device) -> None:
+        """Move the worker-side state (cache, evicted lines not pushed yet) to ``device``."""
+        self.cache.to_device(device)
+        self.read_versions = self.read_versions.to(device)
+        self._evicted = [tuple(t.to(device) for t in part) for part in self._evicted]  # type: ignore[misc]
 
     def lookup(self, keys: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         """Values ``[len(keys), dim]`` of unique ``keys`` (int64) used ``counts`` times."""
@@ -162,7 +177,7 @@ class HETWorker:
         cached = slots >= 0
         versions = cache.held_versions(slots)
         reply = self.transport.pull(keys, versions, self.config.bound)
-        out = torch.empty(keys.numel(), dim)
+        out = torch.empty(keys.numel(), dim, device=keys.device)
         out[cached] = cache.value[slots[cached]]
         pos = reply.positions
         assert reply.versions is not None
@@ -230,6 +245,15 @@ class WorkerEmbedding(nn.Module):
         self.config, self.transport, self.worker = config, transport, worker
         self._pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
+    def _apply(self, fn, recurse=True):
+        # ``.to(device)`` / ``.cuda()`` / ``.cpu()`` of the model also move the worker's state
+        # (plain tensors, not parameters or buffers); the server stays in host memory.
+        out = super()._apply(fn, recurse)
+        if hasattr(self.worker, "to_device"):
+            # where fn sends a tensor of the worker's device (a dtype-only fn keeps the device)
+            self.worker.to_device(fn(torch.zeros(0, device=self.worker.device)).device)
+        return out
+
     @property
     def embedding_dim(self) -> int:
         return self.config.embedding_dim
@@ -263,7 +287,7 @@ class WorkerEmbedding(nn.Module):
             raise EmbeddingError(f"{type(self).__name__}.step: no training batch to apply (call forward first).")
         uniq, counts, rows = self._pending
         self._pending = None
-        grad = rows.grad if rows.grad is not None else torch.zeros_like(rows)
+        grad = rows.grad if rows.grad is not None else torch.zeros_like(rows, device=rows.device)
         delta = grad * (-self.config.lr)
         n = counts if self.config.update_unit == "occurrence" else torch.ones_like(counts)
         self.worker.update(uniq, delta, n)
@@ -290,9 +314,9 @@ class HETEmbedding(WorkerEmbedding):
     ((2, 2, 4), 3)
     """
 
-    def __init__(self, config: HETConfig, transport: Transport) -> None:
+    def __init__(self, config: HETConfig, transport: Transport, device: torch.device | str | None = None) -> None:
         super().__init__()
-        self._init_worker(config, transport, HETWorker(config, transport))
+        self._init_worker(config, transport, HETWorker(config, transport, device))
 
     def memory_bytes(self) -> int:
         """Bytes held by this worker: the cache (the server's table is not counted)."""

@@ -5,6 +5,10 @@ when a placement is given (HET-GMP).
 Each row carries a *version*: the number of updates the server has applied to
 it so far (a per-row clock, as in HET), which the workers' caches compare
 against to bound staleness.
+
+The server is host-side state: its shards live in host memory whatever device the workers
+train on; the transports (:mod:`sgl.embeddings.het.transport`) move requests to the host and
+replies back to the worker's device.
 """
 from __future__ import annotations
 
@@ -107,7 +111,7 @@ class ServerShard:
         self.version = torch.zeros(self.rows.numel(), dtype=torch.int64)
 
     def _local(self, keys: torch.Tensor) -> torch.Tensor:
-        return torch.searchsorted(self.rows, keys)
+        return torch.searchsorted(self.rows, keys.contiguous())
 
     def values_of(self, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Current ``(values, versions)`` of rows this shard owns (a local read)."""
@@ -163,8 +167,10 @@ class ShardedServer:
         ]
 
     def owner(self, keys: torch.Tensor) -> torch.Tensor:
-        """Shard of each key: ``placement[key]``, or ``key % num_shards`` by default."""
-        return keys % self.num_shards if self.placement is None else self.placement[keys]
+        """Shard of each key (on the keys' device): ``placement[key]``, or ``key % num_shards`` by default."""
+        if self.placement is None:
+            return keys % self.num_shards
+        return self.placement[keys.cpu()].to(keys.device)
 
     def _route(self, keys: torch.Tensor) -> list[torch.Tensor]:
         owner = self.owner(keys)

@@ -93,17 +93,31 @@ class StalenessConfig:
 class StaleLines:
     """Fixed slot arrays of lines (see the module docstring); ``keys`` gives each line's row.
 
-    Methods take ``slots``: the line of each key of a batch (-1 = the key has no line).
+    Methods take ``slots``: the line of each key of a batch (-1 = the key has no line). The
+    lines live on the device of ``keys`` (the worker's: its model's device);
+    :meth:`to_device` moves them.
     """
 
+    #: the tensor attributes that :meth:`to_device` moves
+    _TENSORS: tuple[str, ...] = ("keys", "value", "pending", "version", "updates")
+
     def __init__(self, keys: torch.Tensor, dim: int) -> None:
-        n = keys.numel()
+        n, device = keys.numel(), keys.device
         self.dim = dim
         self.keys = keys
-        self.value = torch.zeros(n, dim)
-        self.pending = torch.zeros(n, dim)
-        self.version = torch.full((n,), -1, dtype=torch.int64)
-        self.updates = torch.zeros(n, dtype=torch.int64)
+        self.value = torch.zeros(n, dim, device=device)
+        self.pending = torch.zeros(n, dim, device=device)
+        self.version = torch.full((n,), -1, dtype=torch.int64, device=device)
+        self.updates = torch.zeros(n, dtype=torch.int64, device=device)
+
+    @property
+    def device(self) -> torch.device:
+        return self.keys.device
+
+    def to_device(self, device: torch.device) -> None:
+        """Move every line (and the subclass's state listed in ``_TENSORS``) to ``device``."""
+        for name in self._TENSORS:
+            setattr(self, name, getattr(self, name).to(device))
 
     def line_bytes(self) -> int:
         """Bytes of one line's staleness state: key, value, pending deltas, version, update count."""
@@ -112,7 +126,7 @@ class StaleLines:
     def held_versions(self, slots: torch.Tensor) -> torch.Tensor:
         """The version a pull sends for each key: its line's, or -1 (not held)."""
         held = slots >= 0
-        versions = torch.full((slots.numel(),), -1, dtype=torch.int64)
+        versions = torch.full((slots.numel(),), -1, dtype=torch.int64, device=slots.device)
         versions[held] = self.version[slots[held]]
         return versions
 

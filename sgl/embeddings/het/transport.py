@@ -16,6 +16,11 @@ pull sends ``(key, version)`` for every requested key and receives
 no-cache parameter-server baseline) sends keys and receives one value per key.
 A push sends ``(key, delta[, count])``.  The all-to-all size exchange of the
 real transport (one int per peer) is not counted.
+
+Devices: a worker calls with tensors on its own device (its model's) and gets its replies
+there; the server shards stay in host memory; what crosses :mod:`sgl.comm` lives on the
+device its backend moves (``sgl.comm._wire._comm_device``: the rank's GPU under NCCL, the CPU
+under Gloo).
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ import torch
 from sgl import comm
 from sgl._checks import check_int
 from sgl.embeddings.base import check_scalar
+from sgl.comm._wire import _comm_device
 from sgl.embeddings.het.server import (
     PullReply, ServerShard, ShardedServer, check_placement, shard_rows,
 )
@@ -90,6 +96,20 @@ class Transport(ABC):
     def push(self, keys: torch.Tensor, deltas: torch.Tensor, counts: torch.Tensor | None) -> None:
         """Add ``deltas`` to the rows ``keys`` and ``counts`` to their versions."""
 
+    @abstractmethod
+    def read(self, keys: torch.Tensor) -> torch.Tensor:
+        """The server's current values of ``keys`` (int64, unique), on the keys' device.
+
+        An evaluation read: not training traffic, so not counted in :attr:`stats`
+        (collective for :class:`DistTransport`, like a pull).
+        """
+
+
+def _reply_to(reply: PullReply, device: torch.device) -> PullReply:
+    """``reply`` with its tensors on ``device`` (the worker's)."""
+    return PullReply(reply.positions.to(device), reply.values.to(device),
+                     None if reply.versions is None else reply.versions.to(device), reply.max_staleness)
+
 
 def _check_request(keys: torch.Tensor, versions: torch.Tensor | None, dim: int,
                    deltas: torch.Tensor | None = None) -> None:
@@ -132,21 +152,27 @@ class LocalTransport(Transport):
 
     def _remote(self, keys: torch.Tensor) -> torch.Tensor:
         if self.rank is None:
-            return torch.ones(keys.numel(), dtype=torch.bool)
+            return torch.ones(keys.numel(), dtype=torch.bool, device=keys.device)
         return self.server.owner(keys) != self.rank
 
     def pull(self, keys: torch.Tensor, versions: torch.Tensor | None, bound: int) -> PullReply:
         _check_request(keys, versions, self.dim)
-        reply = self.server.pull(keys, versions, bound)
-        remote = self._remote(keys)
+        # the server is in host memory; the reply goes back to the worker's device
+        host_keys = keys.cpu()
+        reply = self.server.pull(host_keys, None if versions is None else versions.cpu(), bound)
+        remote = self._remote(host_keys)
         self.stats._pull(int(remote.sum()), versions is not None, int(remote[reply.positions].sum()),
                          self.dim, reply.max_staleness)
-        return reply
+        return _reply_to(reply, keys.device)
 
     def push(self, keys: torch.Tensor, deltas: torch.Tensor, counts: torch.Tensor | None) -> None:
         _check_request(keys, None, self.dim, deltas)
-        self.server.push(keys, deltas, counts)
-        self.stats._push(int(self._remote(keys).sum()), counts is not None, self.dim)
+        host_keys = keys.cpu()
+        self.server.push(host_keys, deltas.cpu(), None if counts is None else counts.cpu())
+        self.stats._push(int(self._remote(host_keys).sum()), counts is not None, self.dim)
+
+    def read(self, keys: torch.Tensor) -> torch.Tensor:
+        return self.server.pull(keys.cpu(), None, 0).values.to(keys.device)
 
 
 class DistTransport(Transport):
@@ -180,6 +206,8 @@ class DistTransport(Transport):
         self.count_local = count_local
         self.shard = ServerShard(shard_rows(self.rank, self.world, num_embeddings, self.placement),
                                  dim, seed=seed, init_std=init_std)
+        #: where the tensors that cross sgl.comm live (the rank's GPU under NCCL, else the CPU)
+        self.comm_device = _comm_device(group)
         self.stats = TrafficStats()
         #: Largest staleness this rank's shard allowed for any reader.
         self.served_max_staleness = -1
@@ -190,7 +218,10 @@ class DistTransport(Transport):
         return self.shard
 
     def owner(self, keys: torch.Tensor) -> torch.Tensor:
-        return keys % self.world if self.placement is None else self.placement[keys]
+        """Rank of each key (on the keys' device)."""
+        if self.placement is None:
+            return keys % self.world
+        return self.placement[keys.cpu()].to(keys.device)
 
     def _exchange(self, parts: list[torch.Tensor], what: str) -> list[torch.Tensor]:
         try:
@@ -209,30 +240,34 @@ class DistTransport(Transport):
         remote = keys.numel() - (0 if self.count_local else counts[self.rank])
         return order, counts, remote
 
-    def pull(self, keys: torch.Tensor, versions: torch.Tensor | None, bound: int) -> PullReply:
-        _check_request(keys, versions, self.dim)
+    def _pull(self, keys: torch.Tensor, versions: torch.Tensor | None, bound: int
+              ) -> tuple[PullReply, int, int]:
+        """One pull round; the reply (on the keys' device), keys and rows counted as remote."""
+        wire = self.comm_device
         self._calls += 1
-        order, counts, remote = self._split(keys)
-        k_sorted = keys[order]
+        keys_w = keys.to(wire)
+        order, counts, remote = self._split(keys_w)
+        k_sorted = keys_w[order]
         if versions is None:
             request = k_sorted.reshape(-1, 1)
         else:
-            request = torch.stack([k_sorted, versions[order]], dim=1)
+            request = torch.stack([k_sorted, versions.to(wire)[order]], dim=1)
         incoming = self._exchange(list(request.split(counts)), "pull request")
-        # Serve every source from our shard.
+        # Serve every source from our shard (host memory), answer on the wire device.
         meta_out, value_out = [], []
         for req in incoming:
+            req = req.cpu()
             reply = self.shard.pull(req[:, 0], None if versions is None else req[:, 1], bound)
             self.served_max_staleness = max(self.served_max_staleness, reply.max_staleness)
             if versions is not None:
-                meta_out.append(torch.stack([reply.positions, reply.versions], dim=1))
-            value_out.append(reply.values)
+                meta_out.append(torch.stack([reply.positions, reply.versions], dim=1).to(wire))
+            value_out.append(reply.values.to(wire))
         values_in = self._exchange(value_out, "pull reply")
-        base = torch.tensor([0] + counts).cumsum(0)
+        base = torch.tensor([0] + counts, device=wire).cumsum(0)
         if versions is None:
-            values = torch.empty(keys.numel(), self.dim)
+            values = torch.empty(keys.numel(), self.dim, device=wire)
             values[order] = torch.cat(values_in)
-            positions, vers, n_rows = torch.arange(keys.numel()), None, remote
+            positions, vers, n_rows = torch.arange(keys.numel(), device=wire), None, remote
         else:
             meta_in = self._exchange(meta_out, "pull reply")
             positions = torch.cat([order[base[s] + m[:, 0]] for s, m in enumerate(meta_in)])
@@ -241,18 +276,32 @@ class DistTransport(Transport):
             n_rows = positions.numel() - (0 if self.count_local else meta_in[self.rank].shape[0])
             sort = torch.argsort(positions)
             positions, vers, values = positions[sort], vers[sort], values[sort]
+        return _reply_to(PullReply(positions, values, vers, -1), keys.device), remote, n_rows
+
+    def pull(self, keys: torch.Tensor, versions: torch.Tensor | None, bound: int) -> PullReply:
+        _check_request(keys, versions, self.dim)
+        reply, remote, n_rows = self._pull(keys, versions, bound)
         self.stats._pull(remote, versions is not None, n_rows, self.dim, -1)
-        return PullReply(positions, values, vers, -1)
+        return reply
+
+    def read(self, keys: torch.Tensor) -> torch.Tensor:
+        _check_request(keys, None, self.dim)
+        return self._pull(keys, None, 0)[0].values
 
     def push(self, keys: torch.Tensor, deltas: torch.Tensor, counts: torch.Tensor | None) -> None:
         _check_request(keys, None, self.dim, deltas)
+        wire = self.comm_device
         self._calls += 1
-        order, split, remote = self._split(keys)
-        meta = keys[order].reshape(-1, 1) if counts is None else torch.stack([keys[order], counts[order]], 1)
+        keys_w = keys.to(wire)
+        order, split, remote = self._split(keys_w)
+        if counts is None:
+            meta = keys_w[order].reshape(-1, 1)
+        else:
+            meta = torch.stack([keys_w[order], counts.to(wire)[order]], 1)
         meta_in = self._exchange(list(meta.split(split)), "push")
-        deltas_in = self._exchange(list(deltas[order].split(split)), "push")
-        # Apply in source-rank order (deterministic; matches the simulator's order).
-        m, d = torch.cat(meta_in), torch.cat(deltas_in)
+        deltas_in = self._exchange(list(deltas.to(wire)[order].split(split)), "push")
+        # Apply in source-rank order (deterministic; matches the simulator's order), in host memory.
+        m, d = torch.cat(meta_in).cpu(), torch.cat(deltas_in).cpu()
         if m.numel():
             self.shard.push(m[:, 0], d, None if counts is None else m[:, 1])
         self.stats._push(remote, counts is not None, self.dim)

@@ -19,6 +19,9 @@ synchronous data-parallel SGD on the whole table.  The transport is HET's:
 simulator, :class:`~sgl.embeddings.het.DistTransport` with a ``placement``
 (``count_local=False``) for real processes, where a query or an update is one
 ``all_to_all`` round.  Traffic to a worker's own shard is not counted.
+
+Devices: a worker's mirrors live on its model's device (``device=`` or ``module.to(device)``),
+its root rows (the server shard) in host memory.
 """
 from __future__ import annotations
 
@@ -60,7 +63,10 @@ class GMPWorker(StaleLines):
     mirrors: ``keys`` (also :attr:`mirror_ids`) are the mirrored row ids.
     """
 
-    def __init__(self, config: GMPConfig, transport: Transport, rank: int, mirrors: torch.Tensor) -> None:
+    _TENSORS = StaleLines._TENSORS + ("slot_of", "read_versions")
+
+    def __init__(self, config: GMPConfig, transport: Transport, rank: int, mirrors: torch.Tensor,
+                 device: torch.device | str | None = None) -> None:
         shard = getattr(transport, "local_shard", None)
         if shard is None:
             raise ConfigError(
@@ -82,10 +88,11 @@ class GMPWorker(StaleLines):
                 )
             mirrors = torch.unique(mirrors)
             mirrors = mirrors[transport.owner(mirrors) != rank]  # own rows need no mirror
+        mirrors = mirrors.to(device) if device is not None else mirrors
         super().__init__(mirrors, config.embedding_dim)
-        self.slot_of = torch.full((config.num_embeddings,), -1, dtype=torch.int64)
-        self.slot_of[mirrors] = torch.arange(mirrors.numel())
-        self.read_versions = torch.zeros(0, dtype=torch.int64)
+        self.slot_of = torch.full((config.num_embeddings,), -1, dtype=torch.int64, device=mirrors.device)
+        self.slot_of[mirrors] = torch.arange(mirrors.numel(), device=mirrors.device)
+        self.read_versions = torch.zeros(0, dtype=torch.int64, device=mirrors.device)
         self._batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         self.local_reads = 0
         self.mirror_reads = 0
@@ -103,9 +110,10 @@ class GMPWorker(StaleLines):
         request = (~own).nonzero().flatten()
         versions = self.held_versions(slots)
         reply = self.transport.pull(keys[request], versions[request], self.config.bound)
-        out = torch.empty(keys.numel(), self.config.embedding_dim)
+        out = torch.empty(keys.numel(), self.config.embedding_dim, device=keys.device)
         read = versions.clone()
-        out[own], read[own] = self.shard.values_of(keys[own])
+        own_values, own_versions = self.shard.values_of(keys[own].cpu())  # the root rows: host memory
+        out[own], read[own] = own_values.to(keys.device), own_versions.to(keys.device)
         out[mirror] = self.value[slots[mirror]]
         assert reply.versions is not None
         self.refresh(slots, request[reply.positions], reply.values, reply.versions, out, read)
@@ -153,9 +161,9 @@ class GMPEmbedding(WorkerEmbedding):
     """
 
     def __init__(self, config: GMPConfig, transport: Transport, rank: int,
-                 mirrors: torch.Tensor | list) -> None:
+                 mirrors: torch.Tensor | list, device: torch.device | str | None = None) -> None:
         super().__init__()
-        self._init_worker(config, transport, GMPWorker(config, transport, rank, torch.as_tensor(mirrors)))
+        self._init_worker(config, transport, GMPWorker(config, transport, rank, torch.as_tensor(mirrors), device))
 
     def memory_bytes(self) -> int:
         """Bytes this worker stores: its root rows (value + version) and its mirrors."""
