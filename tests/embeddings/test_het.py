@@ -319,3 +319,31 @@ def test_steady_state_reduction_matches_a_long_shared_run() -> None:
     assert steady_state_reduction(bound, 4, dim, rate=1.0) < expected < steady_state_reduction(bound, 4, dim)
     with pytest.raises(EmbeddingError, match="bound >= 0"):
         steady_state_reduction(-1, 4, dim)
+
+
+def test_worker_state_follows_the_module_device_and_the_numbers_do_not_change() -> None:
+    """Issue 37: the cache lives on the worker's device (``device=`` or ``module.to``), the server on the
+    host; on the CPU a worker placed explicitly trains exactly like one left alone."""
+    ids = zipf_ids(96, 3, 40, seed=5)
+    labels = torch.randint(0, 2, (96,), generator=torch.Generator().manual_seed(1)).float()
+    proj = torch.randn(4, generator=torch.Generator().manual_seed(2))
+    servers, weights = [], []
+    for place in (None, "explicit", "moved"):
+        server = ShardedServer(40, 4, num_shards=2, seed=3)
+        cfg = HETConfig(40, 4, cache_capacity=6, bound=2, lr=0.1, policy="lru")
+        emb = HETEmbedding(cfg, LocalTransport(server), device=torch.device("cpu") if place == "explicit" else None)
+        if place == "moved":
+            emb = emb.double().to("cpu")          # a dtype change never touches the protocol's float32 lines
+            assert emb.worker.cache.value.dtype == torch.float32
+        for b in range(0, 96, 8):
+            het_loss(emb(ids[b:b + 8]), labels[b:b + 8], proj).backward()
+            emb.step()
+        emb.flush()
+        cache = emb.worker.cache
+        assert {getattr(cache, name).device.type for name in cache._TENSORS} == {"cpu"}
+        servers.append(server)
+        weights.append(server.weights())
+    assert torch.equal(weights[0], weights[1]) and torch.equal(weights[0], weights[2])
+    meta = HETEmbedding(HETConfig(40, 4, cache_capacity=6), LocalTransport(servers[0])).to("meta")
+    assert meta.worker.cache.value.is_meta and meta.worker.read_versions.is_meta
+    assert servers[0].shards[0].weight.device.type == "cpu"   # the server stays in host memory

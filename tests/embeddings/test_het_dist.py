@@ -74,6 +74,7 @@ def _shard_state(emb) -> dict:
 def _train_rank(rank: int, world: int, plan: tuple) -> dict:
     ids, labels = _het_data()
     het = HETEmbedding(_het_config(), DistTransport(VOCAB, DIM, seed=3))
+    assert het.transport.comm_device == torch.device("cpu")  # Gloo moves host tensors (NCCL: the rank's GPU)
     for r in range(ROUNDS):
         x, y = _het_batch(ids, labels, r, rank)
         _loss(het(x), y).backward()

@@ -115,7 +115,7 @@ def superbatches(seeds_list: Sequence[np.ndarray], sample: Callable[[int, np.nda
         pending = []
         while index < len(seeds_list) and len(chunk) < limit:
             batch = sample(index, seeds_list[index])
-            trace = batch.n_id.numpy()[needed_positions(batch)]
+            trace = batch.n_id.cpu().numpy()[needed_positions(batch)]
             index += 1
             if chunk and plan + trace.size * per_id > plan_room:
                 pending = [(batch, trace)]  # opens the next superbatch
@@ -134,10 +134,10 @@ def needed_positions(batch: MiniBatch) -> np.ndarray:
     last = blocks[-1]
     used = np.zeros(last.num_src, dtype=bool)
     used[:last.num_dst] = True
-    used[last.edge_index[0].numpy()] = True
+    used[last.edge_index[0].cpu().numpy()] = True
     for block in reversed(blocks[:-1]):
         dst_used = used[:block.num_dst]  # the next block's sources are this block's destinations
-        src, dst = block.edge_index.numpy()
+        src, dst = block.edge_index.cpu().numpy()
         used = np.zeros(block.num_src, dtype=bool)
         used[:block.num_dst] = dst_used
         used[src[dst_used[dst]]] = True

@@ -130,7 +130,7 @@ class OUTREPolicy(OutOfCorePolicy):
         profiled = [(e, i, seeds) for e in range(s.profile_epochs) for i, seeds in enumerate(self.batches(e))]
         for e, i, seeds in profiled:
             batch = self.sampler.sample(seeds, rng=np.random.default_rng([self.seed, 1 << 22, e, i]))
-            freq[batch.n_id.numpy()[needed_positions(batch)]] += 1.0
+            freq[batch.n_id.cpu().numpy()[needed_positions(batch)]] += 1.0
         use_emb = s.embedding_cache and len(s.fanouts) > 1
         gain = np.zeros(n, dtype=np.float64)
         freq_all = None
@@ -202,8 +202,8 @@ class OUTREPolicy(OutOfCorePolicy):
                 batch = self.sampler.sample(seeds, rng=np.random.default_rng([self.seed, 1 << 23, epoch, i]),
                                             prune=prune)
                 if epoch > 0:
-                    freq[batch.n_id.numpy()[needed_positions(batch)]] += 1.0
-                    pruned = batch.pruned.numpy()
+                    freq[batch.n_id.cpu().numpy()[needed_positions(batch)]] += 1.0
+                    pruned = batch.pruned.cpu().numpy()
                     gain[pruned] += cost[pruned]
                 computed = batch.computed_inputs
                 stamp[computed[member[computed]]] = now

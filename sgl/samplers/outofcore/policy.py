@@ -181,8 +181,8 @@ class OutOfCorePolicy(abc.ABC):
         """``(positions in n_id whose rows the batch reads, those rows, the pruned nodes' cached
         embeddings or None)``, read through the caches."""
         needed = needed_positions(batch)
-        rows = self.cache.fetch(batch.n_id.numpy()[needed])
-        pruned = batch.pruned.numpy()
+        rows = self.cache.fetch(batch.n_id.cpu().numpy()[needed])
+        pruned = batch.pruned.cpu().numpy()
         history = self.emb_cache.pull(pruned) if self.emb_cache is not None and pruned.size else None
         return needed, rows, history
 
