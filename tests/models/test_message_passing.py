@@ -1,3 +1,5 @@
+import os
+
 import pytest
 import torch
 
@@ -150,6 +152,8 @@ def test_training_beats_majority_class_on_synthetic_graph(model_cls, config_cls)
     assert record["test_acc"]["mean"] > majority + 0.2
 
 
+@pytest.mark.skipif(not os.environ.get("SGL_SLOW_TESTS"),
+                    reason="full-batch GCN/GAT paper runs on Cora (~35 s on 2 cores); SGL_SLOW_TESTS=1")
 @pytest.mark.parametrize("model_cls", [GCN, GAT])
 def test_paper_presets_on_cora(data_path, model_cls):
     """Kipf & Welling report 81.5 for GCN, Velickovic et al. 83.0 for GAT on the public split."""
