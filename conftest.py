@@ -17,3 +17,18 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+def pytest_collection_modifyitems(config, items):
+    """``SGL_TEST_ORDER=reverse`` runs the suite in reversed collection order, ``random:SEED`` in a
+    seeded shuffle: the suite must pass in any order (no test may rely on what ran before it)."""
+    import os
+    import random
+
+    order = os.environ.get("SGL_TEST_ORDER", "").strip()
+    if order == "reverse":
+        items.reverse()
+    elif order.startswith("random:"):
+        random.Random(int(order.split(":", 1)[1])).shuffle(items)
+    elif order:
+        raise pytest.UsageError(f"SGL_TEST_ORDER must be 'reverse' or 'random:SEED', got {order!r}")
