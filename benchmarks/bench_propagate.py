@@ -22,11 +22,12 @@ or METIS order on CSBM vs a uniform random graph; and the acceptance lines of is
     python benchmarks/bench_propagate.py --nodes 100000 --edges 1000000 --skip-study   # end to end only
     SGL_HUGE_PAGES=0 python benchmarks/bench_propagate.py   # hops in 4 KiB pages (sgl.ops.allocation)
     SGL_HUGE_PAGES=touch|populate python benchmarks/bench_propagate.py   # force one huge-page strategy
-    python benchmarks/bench_propagate.py --procs 2 --nodes 100000 --edges 1000000   # only the 2-process part
+    python benchmarks/bench_propagate.py --dist-only --nodes 100000 --edges 1000000   # only the 2-process part
 
-``--procs N`` runs only the distributed part on the random graph: ``sgl.ops.dist_propagate_hops`` on
-N Gloo processes (``sgl.comm.spawn``) after a range and a METIS split, printing the bytes exchanged
-per hop beside the split's cut edges and the largest difference from single-process ``propagate_hops``.
+The run ends with the distributed part on the random graph (``--procs N``, default 2; 0 skips it):
+``sgl.ops.dist_propagate_hops`` on N Gloo processes (``sgl.comm.spawn``) after a range and a METIS
+split, printing the bytes exchanged per hop beside the split's cut edges and the largest difference
+from single-process ``propagate_hops``. ``--dist-only`` runs just that part.
 
 The kernel study ends with the hop allocation strategies side by side (``benchmarks/bench_allocation.py``:
 huge pages faulted in by the kernel's threads, populated at once, or 4 KiB pages; the default is the one
@@ -427,7 +428,8 @@ def main() -> None:
     parser.add_argument("--skip-cora", action="store_true")
     parser.add_argument("--skip-study", action="store_true", help="end-to-end comparison only")
     parser.add_argument("--csbm-nodes", type=int, default=100_000, help="CSBM graph of the accuracy/order study")
-    parser.add_argument("--procs", type=int, default=0, help="run only the N-process distributed propagation")
+    parser.add_argument("--procs", type=int, default=2, help="processes of the distributed part (0: skip it)")
+    parser.add_argument("--dist-only", action="store_true", help="run only the distributed propagation")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -436,11 +438,11 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="sgl_bench_") as tmp:
         folder = Path(tmp)
-        if not args.skip_cora and not args.procs and make_cora(folder):
+        if not args.skip_cora and not args.dist_only and make_cora(folder):
             compare("Cora (2,708 nodes, 10,556 edges, 1,433 features)", folder, args.k, args.threads, 3)
         make_random(folder, args.nodes, args.edges, args.features)
-        if args.procs:
-            dist_study(folder, args.procs, args.k, args.threads)
+        if args.dist_only:
+            dist_study(folder, max(args.procs, 2), args.k, args.threads)
             return
         results = compare(f"random graph ({args.nodes:,} nodes, {args.edges:,} edges, {args.features} features)",
                           folder, args.k, args.threads, args.repeats)
@@ -453,6 +455,8 @@ def main() -> None:
         accuracy = accuracy_study(args.k, args.csbm_nodes, args.threads)
         order_study(args.csbm_nodes, args.features, args.threads)
         acceptance(results, study, accuracy, args.k, args.nodes * args.features * 4 / 2**20)
+        if args.procs:
+            dist_study(folder, args.procs, args.k, args.threads)
 
 
 if __name__ == "__main__":

@@ -77,7 +77,9 @@ from sgl.comm._validate import (
 from sgl.comm._wire import (
     _DTYPES, _MAX_DIMS, _check_agree, _comm_device, _decode_meta, _meta, _pad_rows, _unwire, _wire,
 )
-from sgl.comm.collectives import _REDUCE_OPS, all_gather, all_reduce, all_to_all, barrier, broadcast
+from sgl.comm.collectives import (
+    _REDUCE_OPS, all_gather, all_reduce, all_to_all, barrier, broadcast, to_wire, wire_device,
+)
 from sgl.comm.groups import new_group
 from sgl.comm.launcher import _child_main, _collect, _kill, spawn
 from sgl.comm.p2p import recv, send
@@ -101,6 +103,8 @@ __all__ = [
     "send",
     "recv",
     "barrier",
+    "wire_device",
+    "to_wire",
     "new_group",
     "shutdown",
     "spawn",

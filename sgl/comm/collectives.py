@@ -20,7 +20,29 @@ from sgl.comm._wire import _check_agree, _decode_meta, _meta, _pad_rows, _unwire
 from sgl.comm.world import get_backend, get_world_size, is_initialized
 from sgl.errors import CommError
 
-__all__ = ["all_reduce", "all_gather", "all_to_all", "broadcast", "barrier"]
+__all__ = ["all_reduce", "all_gather", "all_to_all", "broadcast", "barrier", "wire_device", "to_wire"]
+
+
+def wire_device(group: Group = None) -> torch.device:
+    """The device whose tensors ``group``'s backend moves: the rank's GPU under NCCL, else the CPU.
+
+    Host code (numpy/numba rooms) builds its messages on the CPU and calls :func:`to_wire`
+    before a collective, then ``.cpu()`` on what comes back.
+
+    >>> import sgl.comm as comm
+    >>> comm.wire_device().type  # before init: the CPU
+    'cpu'
+    """
+    if not is_initialized():
+        return torch.device("cpu")
+    from sgl.comm._wire import _comm_device
+
+    return _comm_device(group)
+
+
+def to_wire(tensor: torch.Tensor, group: Group = None) -> torch.Tensor:
+    """``tensor`` on :func:`wire_device` (no copy when it is there already)."""
+    return tensor.to(wire_device(group))
 
 
 _REDUCE_OPS: dict[str, Any] = {

@@ -194,7 +194,7 @@ def partition_assignment(graph: Any, num_parts: int, method: str = "metis", *, s
     import pymetis
     import scipy.sparse as sp
 
-    a = sp.csr_matrix((np.ones(graph.num_edges, dtype=np.int8), graph.indices.numpy(), graph.indptr.numpy()),
+    a = sp.csr_matrix((np.ones(graph.num_edges, dtype=np.int8), graph.indices.cpu().numpy(), graph.indptr.cpu().numpy()),
                       shape=(n, n))
     sym = (a + a.T).tocsr()
     sym.setdiag(0)

@@ -69,7 +69,7 @@ def _progress(total: int, enabled: bool, desc: str):
 def _tensor_digest(t: torch.Tensor) -> str:
     digest = hashlib.blake2b(digest_size=16)
     digest.update(f"{tuple(t.shape)}{t.dtype}".encode())
-    digest.update(t.detach().cpu().contiguous().numpy().tobytes())  # hashing is host-only
+    digest.update(t.detach().contiguous().cpu().numpy().tobytes())  # hashing is host-only
     return digest.hexdigest()
 
 

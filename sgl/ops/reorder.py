@@ -51,8 +51,8 @@ def rcm_order(graph: Any, method: str = "rcm", *, parts: Optional[int] = None, s
     import scipy.sparse as sp
     from scipy.sparse.csgraph import reverse_cuthill_mckee
 
-    indptr = graph.indptr.numpy()
-    indices = graph.indices.numpy()
+    indptr = graph.indptr.cpu().numpy()
+    indices = graph.indices.cpu().numpy()
     a = sp.csr_matrix((np.ones(indices.size, dtype=np.int8), indices, indptr), shape=(n, n))
     sym = (a + a.T).tocsr()
     if method == "metis":

@@ -134,7 +134,7 @@ def _shards(rows: _Rows, train: torch.Tensor, seed_shards: Any, num_nodes: int,
             timeout: Optional[float]) -> Tuple[List[Tuple[int, np.ndarray]], List[int]]:
     """``([(shard index, sorted training nodes)] of this rank, every shard's size)``."""
     if seed_shards is None:
-        own = rows.mine(train).numpy()
+        own = rows.mine(train).cpu().numpy()
         sizes = [int(t) for t in _gather(torch.tensor([own.size]), timeout)]
         return [(rows.rank, own)], sizes
     if rows.world > 1:
@@ -146,7 +146,7 @@ def _shards(rows: _Rows, train: torch.Tensor, seed_shards: Any, num_nodes: int,
         raise ConfigError("seed_shards must be a non-empty list of node-id lists, one per emulated rank")
     shards = []
     for i, ids in enumerate(seed_shards):
-        arr = np.asarray(ids.numpy() if isinstance(ids, torch.Tensor) else ids).reshape(-1)
+        arr = np.asarray(ids.cpu().numpy() if isinstance(ids, torch.Tensor) else ids).reshape(-1)
         if arr.size and (arr.dtype.kind not in "iu" or arr.min() < 0 or arr.max() >= num_nodes):
             raise GraphError(f"seed_shards[{i}] must hold node ids in [0, {num_nodes})")
         shards.append((i, np.sort(arr.astype(np.int64))))

@@ -215,7 +215,7 @@ def _assemble(part, typed, row, tag, nbr_typed, credits, closed_found, directed,
         np.add.at(end, row * _NO + _OPEN[seen_as, y], nbr_typed[:, y] - (seen_as == y))
     end = end.reshape(n_local, _NO) - credits[:, _NC + _NO:]
     local_totals = np.concatenate([closed_found, centre.sum(0), [typed[:, OUT].sum(), typed[:, BI].sum()]])
-    totals = comm.all_reduce(torch.from_numpy(local_totals), timeout=timeout).numpy() \
+    totals = comm.all_reduce(comm.to_wire(torch.from_numpy(local_totals)), timeout=timeout).cpu().numpy() \
         if comm.is_initialized() else local_totals
     closed, opened = credits[:, :_NC], centre + end
     if directed:
@@ -236,7 +236,8 @@ def gather_counts(local: MotifCounts, timeout: Optional[float] = None) -> MotifC
     """Every rank's rows of :func:`distributed_count_motifs`, in vertex order, on every rank."""
     if not comm.is_initialized():
         return local
-    rows = comm.all_gather(torch.from_numpy(np.column_stack([local.vertices, local.per_vertex])), timeout=timeout)
-    table = torch.cat(rows).numpy()
+    rows = comm.all_gather(comm.to_wire(torch.from_numpy(np.column_stack([local.vertices, local.per_vertex]))),
+                           timeout=timeout)
+    table = torch.cat(rows).cpu().numpy()
     table = table[np.argsort(table[:, 0], kind="stable")]
     return MotifCounts(local.names, table[:, 1:], local.totals, local.directed, vertices=table[:, 0])

@@ -79,7 +79,7 @@ class MotifEmbeddingConfig:
 
     #: the walk options' defaults
     WALK_DEFAULTS = {"walk_length": 20, "walks_per_node": 10, "window": 5, "negatives": 5, "epochs": 1,
-                     "batch_size": 256, "lr": 0.01, "device": "cpu"}
+                     "batch_size": 256, "lr": 0.01, "device": None}
 
     def __post_init__(self) -> None:
         check_choice(self.method, "method", EMBEDDING_METHODS)

@@ -75,7 +75,8 @@ def _split(rows: np.ndarray, dest: np.ndarray, world: int) -> List[torch.Tensor]
 def _all_to_all(parts: List[torch.Tensor], timeout: Optional[float]) -> List[torch.Tensor]:
     if not comm.is_initialized():
         return parts
-    return comm.all_to_all(parts, timeout=timeout)
+    # host tables travel on the backend's device (NCCL moves only GPU tensors); callers take them back
+    return comm.all_to_all([comm.to_wire(p) for p in parts], timeout=timeout)
 
 
 def route(rows: np.ndarray, part: VertexPartition, timeout: Optional[float] = None) -> np.ndarray:
@@ -85,7 +86,7 @@ def route(rows: np.ndarray, part: VertexPartition, timeout: Optional[float] = No
     if rows.ndim != 2:
         raise GraphError(f"route needs a [rows, columns] table, got shape {rows.shape}")
     received = _all_to_all(_split(rows, part.owner(rows[:, 0]), part.world_size), timeout)
-    return torch.cat(received).numpy() if received else rows[:0]
+    return torch.cat(received).cpu().numpy() if received else rows[:0]
 
 
 def ask(rows: np.ndarray, dest: np.ndarray, answer: Callable[[np.ndarray], np.ndarray], part: VertexPartition,
@@ -94,9 +95,9 @@ def ask(rows: np.ndarray, dest: np.ndarray, answer: Callable[[np.ndarray], np.nd
     per request); returns the replies in the order of ``rows``. Every rank must call it."""
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     asked = _all_to_all(_split(rows, dest, part.world_size), timeout)
-    replies = _all_to_all([torch.from_numpy(np.ascontiguousarray(answer(q.numpy()), dtype=np.int64))
+    replies = _all_to_all([torch.from_numpy(np.ascontiguousarray(answer(q.cpu().numpy()), dtype=np.int64))
                            for q in asked], timeout)
-    merged = torch.cat(replies).numpy()
+    merged = torch.cat(replies).cpu().numpy()
     out = np.empty_like(merged)
     out[np.argsort(dest, kind="stable")] = merged
     return out

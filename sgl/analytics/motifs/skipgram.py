@@ -103,7 +103,7 @@ def _pairs(walks: torch.Tensor, window: int):
 
 def train_skipgram(walks: np.ndarray, num_nodes: int, dim: int = 64, window: int = 5, negatives: int = 5,
                    epochs: int = 1, batch_size: int = 256, lr: float = 0.01, seed: int = 0,
-                   device: Optional[str] = "cpu", progress: bool = False) -> torch.Tensor:
+                   device: Optional[str] = None, progress: bool = False) -> torch.Tensor:
     """Train a :class:`SkipGram` on ``walks`` (``-1`` = padding) and return the centre vectors.
 
     Args:
@@ -113,7 +113,8 @@ def train_skipgram(walks: np.ndarray, num_nodes: int, dim: int = 64, window: int
         negatives: negative samples per positive pair (``k``; each step draws ``4 k`` shared ones).
         epochs, batch_size, lr: passes over the walks, walks per step, Adam step size.
         seed: seeds the initialisation, the walk order and the negatives.
-        device: where to train (``"cpu"``, ``"cuda"``, ``"auto"``).
+        device: where to train (``"cpu"``, ``"cuda"``, ``"auto"``; default ``$SGL_DEVICE``, else
+            ``"auto"``: the GPU when there is one).
         progress: a progress bar over the steps.
     """
     from tqdm.auto import tqdm
