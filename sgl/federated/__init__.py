@@ -1,0 +1,47 @@
+"""Vertical federated learning of CTR models: parties as processes, split learning, label-leakage
+attacks and defenses (max-norm, Marvell, ProjPert), Rake, CELU-VFL and BlindFL.
+
+Parties own different columns of the same rows (:class:`FieldSplit`); party 0 is the active
+party, with the labels and the top model. Every tensor that crosses a party boundary goes
+through a :class:`Channel` over :mod:`sgl.comm` and is counted; a :class:`WANLink` turns the
+counted bytes into modelled wide-area time. See ``docs/federated.md`` for each method's threat
+model.
+
+Example:
+    >>> from sgl.datasets.ctr import make_synthetic_ctr
+    >>> from sgl.federated import FederatedConfig, default_split, train_centralised
+    >>> train, val, test = make_synthetic_ctr(400, [20, 20, 20], num_dense=2, seed=0).split()
+    >>> split = default_split(train)
+    >>> split.names
+    ['guest', 'host']
+    >>> len(train_centralised(train, split, FederatedConfig(embed_dim=4, hidden=[8], batch_size=64)))
+    5
+
+``train_federated(train, val, test, split, config)`` runs the same with one process per party.
+"""
+from sgl.federated.attacks import direction_scores, leak_auc, norm_scores, roc_auc
+from sgl.federated.celu import Workset, instance_weights
+from sgl.federated.channel import Channel, CommChannel, LocalChannel
+from sgl.federated.config import FederatedConfig
+from sgl.federated.defenses import (
+    DEFENSES, diagonal_sumkl, marvell, marvell_solve, max_norm, pair_sumkl, perturb, projpert, projpert_targets,
+)
+from sgl.federated.link import TrafficMeter, WANLink
+from sgl.federated.models import PartyBottom, SplitCTRModel, StagedEmbedding, TopModel
+from sgl.federated.party import SplitParty
+from sgl.federated.runner import attack_report, party_views, run_party, train_centralised, train_federated
+from sgl.federated.rake import invert_dense, rake_attack, surrogate_error, train_surrogate
+from sgl.federated.split import FieldSplit, PartyView, check_aligned, default_split, load_split
+
+__all__ = [
+    "FieldSplit", "PartyView", "check_aligned", "default_split", "load_split",
+    "WANLink", "TrafficMeter", "Channel", "CommChannel", "LocalChannel",
+    "PartyBottom", "StagedEmbedding", "TopModel", "SplitCTRModel",
+    "FederatedConfig", "SplitParty", "train_federated", "train_centralised", "run_party", "attack_report",
+    "party_views",
+    "norm_scores", "direction_scores", "roc_auc", "leak_auc",
+    "DEFENSES", "perturb", "max_norm", "marvell", "marvell_solve", "projpert", "projpert_targets",
+    "diagonal_sumkl", "pair_sumkl",
+    "Workset", "instance_weights",
+    "train_surrogate", "surrogate_error", "invert_dense", "rake_attack",
+]
