@@ -16,10 +16,16 @@ model and LAER's iteration-time model, except the last table, measured on this C
      of the 2-process LM trained the same steps with LSH (hashes nearest a 20 % rate) vs EP, and
      the oracle of centroid compression (per-expert k-means at 20 % of the rows) on both;
   3. balancing: max/mean device load and modelled iteration time, static EP / FlexMoE / LAER;
-  4. measured 2-process gloo step time of ep / padded / lsh / fsep (a CPU calibration).
+  4. measured 2-process gloo step time of ep / padded / lsh / fsep (a CPU calibration);
+  5. ``precision`` (measured): a converted tiny Hugging Face Mixtral (64 experts) trained on WikiText-2
+     for the same steps in fp32 and under bf16 autocast (fp32 master weights): step-time ratio and
+     validation loss after the same steps;
+  6. ``experts`` (measured): one expert bank's forward+backward, grouped GEMM / padded bmm vs the
+     per-expert loop, at equal dtype (fp32 and bf16).
 
     python benchmarks/bench_moe.py --root ../shared/datasets
     python benchmarks/bench_moe.py --root ../shared/datasets --quick       # minutes, smaller everything
+    python benchmarks/bench_moe.py --root ../shared/datasets --tables precision experts --mix-steps 40
 """
 from __future__ import annotations
 
@@ -46,7 +52,12 @@ def _args() -> argparse.Namespace:
                    help="seconds per layer for the exact (MILP) placement on the WikiText trace")
     p.add_argument("--refine-rounds", type=int, default=64, help="swap rounds of the refined NetMoE column")
     p.add_argument("--affinities", type=float, nargs="+", default=[0.3, 0.6, 0.9])
-    p.add_argument("--tables", nargs="+", choices=("netmoe", "lsh", "balance"), default=["netmoe", "lsh", "balance"],
+    p.add_argument("--mix-steps", type=int, default=60, help="training steps of the fp32 vs bf16 Mixtral runs")
+    p.add_argument("--mix-hidden", type=int, default=256, help="hidden size of the tiny Mixtral (precision table)")
+    p.add_argument("--mix-ffn", type=int, default=512, help="expert ffn size of the tiny Mixtral")
+    p.add_argument("--mix-batch", type=int, default=16, help="global batch (sequences of 64 tokens)")
+    p.add_argument("--tables", nargs="+", choices=("netmoe", "lsh", "balance", "precision", "experts"),
+                   default=["netmoe", "lsh", "balance", "precision", "experts"],
                    help="tables to run (default all; 'lsh' also runs the 2-process calibration)")
     p.add_argument("--no-oracle-lm", action="store_true", help="skip the k-means oracle's two LM runs")
     p.add_argument("--quick", action="store_true", help="small sizes (for a smoke run)")
@@ -275,6 +286,75 @@ def lsh_tables(args, out):
         print(f"{name:>8s} {ms:8.1f} {ms / base_ms:6.2f} {sent[name] / steps:14.0f}")
 
 
+def _mixtral_config(args) -> dict:
+    from transformers import MixtralConfig
+
+    return MixtralConfig(vocab_size=4096, hidden_size=args.mix_hidden, intermediate_size=args.mix_ffn,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, num_local_experts=64,
+                         num_experts_per_tok=2, max_position_embeddings=128).to_dict()
+
+
+def precision_table(args, out):
+    """fp32 vs bf16-autocast training of the converted tiny Mixtral, same data, seed and steps."""
+    from sgl.systems.moe import WikiTextMoEConfig, run_wikitext_moe
+
+    cfg = WikiTextMoEConfig(steps=args.mix_steps, batch_size=args.mix_batch, val_batches=4, lr=3e-3)
+    hf = _mixtral_config(args)
+    res = {}
+    for precision in ("fp32", "bf16"):
+        res[precision] = run_wikitext_moe(args.root, cfg, procs=1, cache_dir=args.cache_dir, hf_config=hf,
+                                          precision=precision)
+    f, b = res["fp32"], res["bf16"]
+    speed = f["mean_step_s"] / b["mean_step_s"]
+    dval = (b["val_loss"] - f["val_loss"]) / f["val_loss"]
+    print(f"\nprecision: converted HF Mixtral (64 experts, top-2, hidden {args.mix_hidden}, ffn {args.mix_ffn}, "
+          f"2 layers), WikiText-2, {cfg.steps} steps of {cfg.batch_size}x{cfg.seq_len} tokens, 1 process")
+    print(f"{'':>6s} {'step ms':>8s} {'val loss':>9s}")
+    for name, r in res.items():
+        print(f"{name:>6s} {r['mean_step_s'] * 1e3:8.1f} {r['val_loss']:9.4f}")
+    print(f"bf16 step speed-up x{speed:.2f} (fp32 ms / bf16 ms); validation loss bf16 vs fp32 {dval * 100:+.2f} %")
+    out["precision"] = {"fp32_step_ms": f["mean_step_s"] * 1e3, "bf16_step_ms": b["mean_step_s"] * 1e3,
+                        "speedup": speed, "fp32_val_loss": f["val_loss"], "bf16_val_loss": b["val_loss"],
+                        "val_loss_rel_diff": dval, "steps": cfg.steps}
+
+
+def experts_table(args, out):
+    """One expert bank's forward+backward: grouped GEMM / padded bmm / loop at equal dtype."""
+    import torch
+
+    from sgl.systems.moe.experts import run_experts
+
+    e, h, f, rows = 64, args.mix_hidden, args.mix_ffn, args.mix_batch * 64 * 2
+    gen = torch.Generator().manual_seed(0)
+    counts = torch.multinomial(torch.ones(e), rows, replacement=True, generator=gen).bincount(minlength=e).tolist()
+    print(f"\nexperts: {e} experts, hidden {h}, ffn {f}, {rows} routed rows, 1 thread "
+          "(the loop's backward writes a full [E, ...] zero gradient per expert slice: its fwd+bwd cost)")
+    print(f"{'dtype':>9s} {'pass':>8s} {'loop ms':>8s} {'grouped':>8s} {'x loop':>7s} {'padded':>8s} {'x loop':>7s}")
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(rows, h, generator=gen).to(dtype).requires_grad_()
+        ws = [(torch.randn(e, a, b, generator=gen) / a ** 0.5).to(dtype).requires_grad_()
+              for a, b in ((h, f), (h, f), (f, h))]
+        for kind in ("forward", "fwd+bwd"):
+            ms = {}
+            for impl in ("loop", "grouped", "padded"):
+                def once():
+                    if kind == "forward":
+                        with torch.no_grad():
+                            run_experts(x, counts, *ws, impl=impl)
+                    else:
+                        run_experts(x, counts, *ws, impl=impl).float().square().mean().backward()
+                once()
+                reps = 2 if (args.quick or (impl == "loop" and kind != "forward")) else 10
+                t0 = time.perf_counter()
+                for _ in range(reps):
+                    once()
+                ms[impl] = (time.perf_counter() - t0) / reps * 1e3
+            name = str(dtype).split(".")[-1]
+            print(f"{name:>9s} {kind:>8s} {ms['loop']:8.1f} {ms['grouped']:8.1f} {ms['loop'] / ms['grouped']:7.2f} "
+                  f"{ms['padded']:8.1f} {ms['loop'] / ms['padded']:7.2f}")
+            out.setdefault("experts", []).append({"dtype": name, "pass": kind, **{f"{k}_ms": v for k, v in ms.items()}})
+
+
 def main() -> int:
     import torch
 
@@ -288,6 +368,10 @@ def main() -> int:
         lsh_tables(args, out)
     if "balance" in args.tables:
         balance_table(real, args, out)
+    if "precision" in args.tables:
+        precision_table(args, out)
+    if "experts" in args.tables:
+        experts_table(args, out)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, default=float))
     return 0

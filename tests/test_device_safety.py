@@ -82,9 +82,8 @@ ALLOWED: Dict[Tuple[str, str], str] = {
     ("sgl/ops/propagate_device.py", "streamed_adjacency"): "streamed mode builds its matrix in host memory",
     # -- sgl.systems: audited with issue 38 (Hugging Face models on any device)
     **{(f"sgl/systems/{name}.py", "*"): _AUDIT for name in (
-        "data/embed", "data/lm_eval", "memory/preduce", "memory/reshard", "moe/fsep", "moe/netmoe_runtime",
-        "moe/workload", "runtime/config", "runtime/executor", "runtime/profiler", "seq/straggler",
-        "serving/lora/run", "serving/students/run")},
+        "data/embed", "data/lm_eval", "memory/preduce", "memory/reshard", "runtime/config", "runtime/executor",
+        "runtime/profiler", "seq/straggler", "serving/lora/run", "serving/students/run")},
 }
 
 _FIX = {

@@ -3,6 +3,7 @@
     sgl moe train --root ../shared/datasets --procs 2 --dispatch ep --steps 100 --out run.json
     sgl moe train --root ../shared/datasets --dispatch fsep --balance laer --trace-out trace.npz
     sgl moe train --root ../shared/datasets --dispatch ep --placement netmoe --nodes 2
+    sgl moe train --root ../shared/datasets --model hf:mixtral_tiny.json --precision bf16
     torchrun --nproc-per-node 2 -m sgl.cli moe train --launcher torchrun --root ../shared/datasets
     sgl moe plan --trace trace.npz --topology 2x4 --out plan.json
     sgl moe plan --laer-csv ../shared/datasets/moe_traces/token_analysis_backup.csv \\
@@ -38,6 +39,12 @@ def register(subparsers: Any) -> None:
                        help="spawn --procs local processes, or run as one rank of `torchrun ... -m sgl.cli moe train`")
     train.add_argument("--start-method", choices=("spawn", "fork", "forkserver"), default="spawn",
                        help="how --launcher spawn starts the processes (fork: faster start, POSIX only)")
+    train.add_argument("--model", default="tiny",
+                       help="tiny (the small MoE LM, shaped by the flags below) or hf:<config.json>: a transformers "
+                            "Mixtral / Qwen2-MoE config file (built from scratch, converted to SGL's MoE layer; "
+                            "its shapes and vocabulary replace the model flags)")
+    train.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                       help="bf16: autocast (experts and attention in bf16, fp32 master weights)")
     train.add_argument("--dispatch", choices=_DISPATCH, default="ep",
                        help="ep (uneven all-to-all), padded (GShard capacity), lsh (LSH-MoE), fsep (LAER)")
     train.add_argument("--placement", choices=("none", "netmoe"), default="none", help="NetMoE sample placement")
@@ -114,19 +121,29 @@ def cmd_train(args: argparse.Namespace) -> int:
     check_input_folder(args.root, "--root")
     from sgl.systems.moe.workload import WikiTextMoEConfig, run_wikitext_moe
 
+    hf_config = None
+    if args.model != "tiny":
+        if not args.model.startswith("hf:"):
+            from sgl.errors import ConfigError
+
+            raise ConfigError(f"--model {args.model!r}: use 'tiny' or 'hf:<path to a transformers config.json>'")
+        from sgl.systems.moe.hf import load_hf_config
+
+        hf_config = load_hf_config(args.model[3:])
+
     cfg = WikiTextMoEConfig(**{name: getattr(args, name) for name in _TRAIN_FIELDS})
     summary = run_wikitext_moe(args.root, cfg, procs=args.procs, dispatch=args.dispatch, placement=args.placement,
                                balance=args.balance, lsh_hashes=args.lsh_hashes,
                                lsh_proj_dim=args.lsh_proj_dim, nodes=args.nodes,
                                trace_out=args.trace_out, cache_dir=args.cache_dir,
                                progress=not args.no_progress, timeout=args.timeout, launcher=args.launcher,
-                               start_method=args.start_method)
+                               start_method=args.start_method, hf_config=hf_config, precision=args.precision)
     from sgl import comm
 
     if comm.get_rank() != 0:
         return 0
     print(f"moe train: {args.procs} procs, dispatch {summary['dispatch']}, placement {args.placement}, "
-          f"balance {args.balance}")
+          f"balance {args.balance}, model {args.model}, {args.precision}")
     print(f"loss: {summary['first_loss']:.4f} -> {summary['final_loss']:.4f}; validation loss: "
           f"{summary['val_loss'] if summary['val_loss'] is None else round(summary['val_loss'], 4)}")
     print(f"mean step: {summary['mean_step_s'] * 1e3:.1f} ms; rows dispatched {summary['sent_rows']:,} of "

@@ -130,3 +130,26 @@ def test_train_lsh_and_fsep_under_two_processes(data_path, tmp_path, capsys):
     assert np.isfinite(fsep["val_loss"]) and fsep["final_loss"] < fsep["first_loss"]
     text = capsys.readouterr().out
     assert "moe train: 2 procs, dispatch lsh" in text and "dispatch fsep, placement none, balance laer" in text
+
+
+def test_train_takes_a_transformers_config_file(data_path, tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    root = data_path("wikitext2")
+    cfg = tmp_path / "mixtral.json"
+    transformers.MixtralConfig(vocab_size=256, hidden_size=32, intermediate_size=32, num_hidden_layers=1,
+                               num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                               max_position_embeddings=64).to_json_file(str(cfg))
+    out = tmp_path / "run.json"
+    assert main(["moe", "train", "--root", str(root), "--model", f"hf:{cfg}", "--precision", "bf16", "--procs", "1",
+                 "--steps", "3", "--batch-size", "4", "--seq-len", "16", "--max-documents", "20", "--val-batches", "1",
+                 "--lr", "0.01", "--cache-dir", str(tmp_path / "tok"), "--out", str(out), "--no-progress"]) == 0
+    summary = json.loads(out.read_text())
+    assert summary["hf_model_type"] == "mixtral" and summary["precision"] == "bf16"
+    assert summary["config"]["vocab_size"] == 256 and np.isfinite(summary["val_loss"])
+    assert summary["routed_rows"] == 3 * 4 * 16 * 2  # Mixtral's top-2 over 4 experts, dropless
+    capsys.readouterr()
+    llama = tmp_path / "llama.json"
+    transformers.LlamaConfig(vocab_size=64).to_json_file(str(llama))
+    assert main(["moe", "train", "--root", str(root), "--model", f"hf:{llama}", "--procs", "1"]) != 0
+    err = capsys.readouterr().err
+    assert "model_type='llama' is not supported" in err and "MixtralForCausalLM" in err

@@ -37,6 +37,9 @@ class MoEConfig:
             selection bias moves by ``rate * sign(mean load - load_e)`` (0 disables it).
         normalize_weights: rescale the top-k gate weights to sum to one.
         seed: initialisation seed of the router and the experts.
+        expert_impl: how the experts run: ``"auto"`` (grouped GEMM where torch has it, else
+            padded ``bmm``), ``"grouped"``, ``"padded"`` or ``"loop"`` (one matmul per expert, the
+            reference); see :mod:`sgl.systems.moe.experts`.
     """
 
     hidden_size: int
@@ -50,7 +53,8 @@ class MoEConfig:
     bias_update_rate: float = 0.0
     normalize_weights: bool = True
     seed: int = 0
-    capacity_groups: int | None = None  # last: positional construction keeps working
+    capacity_groups: int | None = None  # after seed: positional construction keeps working
+    expert_impl: str = "auto"
 
     def __post_init__(self) -> None:
         check_int(self.hidden_size, "MoEConfig.hidden_size", 1)
@@ -71,6 +75,7 @@ class MoEConfig:
         check_real(self.aux_loss_coef, "MoEConfig.aux_loss_coef", 0.0)
         check_real(self.bias_update_rate, "MoEConfig.bias_update_rate", 0.0)
         check_int(self.seed, "MoEConfig.seed")
+        check_choice(self.expert_impl, "MoEConfig.expert_impl", ("auto", "grouped", "padded", "loop"))
 
     def capacity(self, num_tokens: int) -> int | None:
         """Slots per expert for a group of ``num_tokens`` tokens (``None`` when dropless)."""

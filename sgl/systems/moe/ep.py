@@ -18,6 +18,7 @@ import torch.nn as nn
 from sgl import comm
 from sgl.errors import ConfigError
 from sgl.systems.moe.experts import ExpertBank
+from sgl.systems.moe.grad_sync import BucketedGradSync, all_reduce_flat
 from sgl.systems.moe.layer import Dispatcher, LocalDispatcher, moe_layers
 
 __all__ = ["all_to_all_autograd", "ExpertParallel", "EPDispatcher", "PaddedDispatcher"]
@@ -50,7 +51,8 @@ class ExpertParallel:
 
     ``ep_size`` defaults to the world size (pure EP).  Every rank must construct it (group
     creation is collective).  :meth:`shard` keeps this rank's experts in every MoE layer and
-    installs a dispatcher; :meth:`sync_gradients` all-reduces after ``backward``.
+    installs a dispatcher; :meth:`sync_gradients` all-reduces after ``backward`` (or, after
+    :meth:`overlap_gradients`, waits for the buckets launched during it).
     """
 
     def __init__(self, ep_size: int | None = None, timeout: float | None = None) -> None:
@@ -66,6 +68,7 @@ class ExpertParallel:
         self.timeout = timeout
         self.ep_group: Any = None
         self.edp_group: Any = None
+        self.bucketed: BucketedGradSync | None = None
         if comm.is_initialized() and self.world > 1:
             for i in range(self.edp_size):
                 ranks = list(range(i * self.ep_size, (i + 1) * self.ep_size))
@@ -99,28 +102,26 @@ class ExpertParallel:
             layer.dispatcher = self.make_dispatcher(kind)
         return model
 
+    def overlap_gradients(self, model: nn.Module, bucket_mb: float = 25.0) -> None:
+        """Sum non-expert gradients in buckets launched during backward (DDP-style hooks) instead
+        of one flat all-reduce after it; call after :meth:`shard`. :meth:`sync_gradients` then waits."""
+        if not comm.is_initialized() or self.world == 1:
+            return
+        dense = [p for p in model.parameters() if not getattr(p, "sgl_expert", False)]
+        self.bucketed = BucketedGradSync(dense, None, bucket_mb, self.timeout)
+
     def sync_gradients(self, model: nn.Module) -> None:
         """Sum non-expert gradients over the world and expert gradients over the EDP group."""
         if not comm.is_initialized() or self.world == 1:
             return
-        dense = [p for p in model.parameters() if p.grad is not None and not getattr(p, "sgl_expert", False)]
+        if getattr(self, "bucketed", None) is not None:
+            self.bucketed.finish()
+        else:
+            dense = [p for p in model.parameters() if p.grad is not None and not getattr(p, "sgl_expert", False)]
+            all_reduce_flat(dense, None, self.timeout)
         expert = [p for p in model.parameters() if p.grad is not None and getattr(p, "sgl_expert", False)]
-        _all_reduce_flat(dense, None, self.timeout)
         if self.edp_size > 1:
-            _all_reduce_flat(expert, self.edp_group, self.timeout)
-
-
-def _all_reduce_flat(params: list[nn.Parameter], group: Any, timeout: float | None) -> None:
-    """One all-reduce of every gradient in ``params`` (flattened into one buffer)."""
-    if not params:
-        return
-    flat = torch.cat([p.grad.reshape(-1) for p in params])
-    comm.all_reduce(flat, group=group, timeout=timeout)
-    offset = 0
-    for p in params:
-        n = p.grad.numel()
-        p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
-        offset += n
+            all_reduce_flat(expert, self.edp_group, self.timeout)
 
 
 class _DPDispatcher(LocalDispatcher):

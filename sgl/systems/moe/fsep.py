@@ -21,8 +21,9 @@ import torch.nn as nn
 
 from sgl import comm
 from sgl.errors import ConfigError
-from sgl.systems.moe.ep import _all_reduce_flat, all_to_all_autograd, run_grouped
+from sgl.systems.moe.ep import all_to_all_autograd, run_grouped
 from sgl.systems.moe.experts import run_experts
+from sgl.systems.moe.grad_sync import BucketedGradSync, all_reduce_flat
 from sgl.systems.moe.layer import Dispatcher, moe_layers
 from sgl.systems.moe.router import Assignment
 
@@ -72,20 +73,21 @@ class FSEPShard(nn.Module):
 
 
 class _Bank:
-    def __init__(self, weights: list[torch.Tensor]) -> None:
+    def __init__(self, weights: list[torch.Tensor], impl: str) -> None:
         self.w1, self.w2 = weights[0], weights[-1]
         self.w3 = weights[1] if len(weights) == 3 else None
+        self.impl = impl
 
     def __call__(self, rows: torch.Tensor, counts: list[int]) -> torch.Tensor:
-        return run_experts(rows, counts, self.w1, self.w3, self.w2)
+        return run_experts(rows, counts, self.w1, self.w3, self.w2, self.impl)
 
 
 class FSEPDispatcher(Dispatcher):
     """Gather hosted experts' weights by all-to-all, route to replicas, run, combine."""
 
-    def __init__(self, runtime: "FSEPRuntime", shard: FSEPShard) -> None:
+    def __init__(self, runtime: "FSEPRuntime", shard: FSEPShard, impl: str = "auto") -> None:
         super().__init__()
-        self.rt, self.shard = runtime, shard
+        self.rt, self.shard, self.impl = runtime, shard, impl
         self.routing_ranks = runtime.world
 
     def global_counts(self, counts: torch.Tensor) -> torch.Tensor:
@@ -93,12 +95,12 @@ class FSEPDispatcher(Dispatcher):
 
     def _materialize(self) -> _Bank:
         rt, hosts, n = self.rt, self.rt.hosts, self.rt.world
-        idx = torch.tensor([e for r in range(n) for e in hosts[r]], dtype=torch.long)
+        idx = torch.tensor([e for r in range(n) for e in hosts[r]], dtype=torch.long, device=self.shard.shard.device)
         send = self.shard.shard.index_select(0, idx)  # backward: index_add sums the replicas
         mine = len(hosts[rt.rank])
         recv = all_to_all_autograd(send, [len(h) for h in hosts], [mine] * n, None, n)
         full = recv.view(n, mine, -1).transpose(0, 1).reshape(mine, -1)
-        return _Bank(self.shard.unflatten(full))
+        return _Bank(self.shard.unflatten(full), self.impl)
 
     def __call__(self, x: torch.Tensor, a: Assignment, bank: Any) -> torch.Tensor:
         from sgl.systems.moe.layer import combine
@@ -108,14 +110,14 @@ class FSEPDispatcher(Dispatcher):
         slot_of = np.full((n, self.rt.num_experts), -1)
         for r in range(n):
             slot_of[r, hosts[r]] = np.arange(len(hosts[r]))
-        expert = a.expert.numpy()
+        expert = a.expert.cpu().numpy()  # the replica choice is host bookkeeping over E experts
         dest = np.empty(len(expert), dtype=np.int64)
         for e in np.unique(expert):
             sel = np.flatnonzero(expert == e)
             reps = np.flatnonzero(slot_of[:, e] >= 0)
             dest[sel] = rt.rank if slot_of[rt.rank, e] >= 0 else reps[np.arange(sel.size) % reps.size]
         cmax = max(len(h) for h in hosts)
-        key = torch.as_tensor(dest * cmax + slot_of[dest, expert])
+        key = torch.as_tensor(dest * cmax + slot_of[dest, expert], device=x.device)
         order = torch.argsort(key, stable=True)
         send_counts = torch.bincount(key, minlength=n * cmax).view(n, cmax)
         recv_counts = comm.all_to_all(send_counts.reshape(-1).contiguous(), timeout=rt.timeout).view(n, cmax)
@@ -148,10 +150,11 @@ class FSEPRuntime:
             shard = FSEPShard(ex.w1.detach(), None if ex.w3 is None else ex.w3.detach(), ex.w2.detach(),
                               self.rank, self.world)
             layer.experts = shard
-            layer.dispatcher = FSEPDispatcher(self, shard)
+            layer.dispatcher = FSEPDispatcher(self, shard, layer.cfg.expert_impl)
         self._pool = ThreadPoolExecutor(max_workers=1) if self.balance != "none" else None
         self._pending: Future | None = None
         self.plans_applied = 0
+        self.bucketed: BucketedGradSync | None = None
 
     def begin_step(self, step: int) -> None:
         if self.layouts is not None:
@@ -161,10 +164,18 @@ class FSEPRuntime:
             self._pending = None
             self.plans_applied += 1
 
-    def sync_gradients(self, model: nn.Module) -> None:
-        dense = [p for p in model.parameters() if p.grad is not None and not getattr(p, "sgl_expert", False)]
+    def overlap_gradients(self, model: nn.Module, bucket_mb: float = 25.0) -> None:
+        """Sum non-expert gradients in buckets during backward (see :class:`BucketedGradSync`)."""
         if self.world > 1:
-            _all_reduce_flat(dense, None, self.timeout)
+            dense = [p for p in model.parameters() if not getattr(p, "sgl_expert", False)]
+            self.bucketed = BucketedGradSync(dense, None, bucket_mb, self.timeout)
+
+    def sync_gradients(self, model: nn.Module) -> None:
+        if self.bucketed is not None:
+            self.bucketed.finish()
+        elif self.world > 1:
+            dense = [p for p in model.parameters() if p.grad is not None and not getattr(p, "sgl_expert", False)]
+            all_reduce_flat(dense, None, self.timeout)
         if self._pool is not None:
             self._submit()
 
@@ -178,7 +189,7 @@ class FSEPRuntime:
         for layer in self.layers:
             a = layer.last_assignment
             mine = torch.bincount(a.expert, minlength=e)
-            loads += torch.stack(comm.all_gather(mine, timeout=self.timeout)).numpy()
+            loads += torch.stack(comm.all_gather(mine, timeout=self.timeout)).cpu().numpy()
         topo = Topology(1, self.world)
         cost = CostParams(bytes_per_token=4.0 * self.layers[0].cfg.hidden_size, seconds_per_token=1e-6)
         balance, slots, hosts = self.balance, self.slots, self.hosts

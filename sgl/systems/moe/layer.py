@@ -59,7 +59,8 @@ class MoELayer(nn.Module):
         y_t = \sum_{e \in \mathrm{TopK}(s_t + b)} w_{t,e}\, E_e(x_t), \qquad
         s_t = g(W_g x_t),\ g \in \{\mathrm{softmax}, \sigma\},
 
-    with ``E_e`` a SwiGLU or GELU MLP, tokens beyond an expert's capacity dropped (``y_t`` gets
+    (plus ``sigmoid(g^T x_t) S(x_t)`` when a shared expert ``S`` with gate ``g`` is given, as in
+    Qwen2-MoE), with ``E_e`` a SwiGLU or GELU MLP, tokens beyond an expert's capacity dropped (``y_t`` gets
     no contribution from that expert), the balance loss ``aux_loss_coef * E * sum_e f_e P_e``
     left in :attr:`aux_loss` after each training forward, and the aux-loss-free bias ``b``
     updated by :func:`update_expert_bias`.  The dispatcher decides where experts run.
@@ -70,11 +71,16 @@ class MoELayer(nn.Module):
     torch.Size([2, 3, 8])
     """
 
-    def __init__(self, cfg: MoEConfig, dispatcher: Dispatcher | None = None) -> None:
+    def __init__(self, cfg: MoEConfig, dispatcher: Dispatcher | None = None, shared_expert: nn.Module | None = None,
+                 shared_expert_gate: nn.Module | None = None) -> None:
         super().__init__()
         self.cfg = cfg
+        # Qwen2-MoE / DeepSeek: a dense expert every token takes, scaled by sigmoid(gate(x)).
+        self.shared_expert = shared_expert
+        self.shared_expert_gate = shared_expert_gate
         self.router = TopKRouter(cfg)
-        self.experts = ExpertBank(cfg.num_experts, cfg.hidden_size, cfg.ffn_hidden_size, cfg.activation, cfg.seed)
+        self.experts = ExpertBank(cfg.num_experts, cfg.hidden_size, cfg.ffn_hidden_size, cfg.activation, cfg.seed,
+                                   cfg.expert_impl)
         self.dispatcher: Dispatcher = dispatcher or LocalDispatcher()
         self.aux_loss = torch.zeros(())
         self.last_counts: torch.Tensor | None = None
@@ -96,11 +102,24 @@ class MoELayer(nn.Module):
             self.aux_loss = self.cfg.aux_loss_coef * balance_loss(scores, counts, self.cfg.top_k)
         else:
             self.aux_loss = scores.new_zeros(())
-        if residual is not None:
-            if not self.fuses_residual:
-                return residual + self.dispatcher(x, assign, self.experts).reshape(shape)
+        shared = self._shared(x)
+        if residual is not None and self.fuses_residual:
+            if shared is not None:  # the shared output travels with the sample's residual stream
+                residual = residual + shared.reshape(shape)
             return self.dispatcher.forward_fused(x, assign, self.experts, residual, shape)  # type: ignore[attr-defined]
-        return self.dispatcher(x, assign, self.experts).reshape(shape)
+        y = self.dispatcher(x, assign, self.experts)
+        if shared is not None:
+            y = y + shared
+        y = y.reshape(shape)
+        return y if residual is None else residual + y
+
+    def _shared(self, x: torch.Tensor) -> torch.Tensor | None:
+        if self.shared_expert is None:
+            return None
+        out = self.shared_expert(x)
+        if self.shared_expert_gate is not None:
+            out = torch.sigmoid(self.shared_expert_gate(x)) * out
+        return out
 
     def __repr__(self) -> str:
         c = self.cfg

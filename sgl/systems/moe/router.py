@@ -62,6 +62,8 @@ class TopKRouter(nn.Module):
     def forward(self, x: torch.Tensor, groups: int = 1) -> tuple[Assignment, torch.Tensor]:
         cfg = self.cfg
         logits = x @ self.weight.t()
+        if logits.dtype in (torch.float16, torch.bfloat16):  # scores in fp32 under autocast (as Mixtral's)
+            logits = logits.float()
         scores = torch.softmax(logits, dim=-1) if cfg.gate == "softmax" else torch.sigmoid(logits)
         with torch.no_grad():
             indices = torch.topk(scores + self.expert_bias, cfg.top_k, dim=-1).indices

@@ -26,10 +26,12 @@ from sgl.systems.moe.layer import MoELayer, moe_aux_loss, moe_layers, update_exp
 from sgl.systems.parallel.model import TransformerConfig
 from sgl.systems.runtime.tiny_lm import TinyLM
 
-__all__ = ["check_options", "TrainSpec", "SampleContext", "build_moe_lm", "train_moe_lm", "DISPATCHES", "PLACEMENTS", "BALANCERS"]
+__all__ = ["check_options", "TrainSpec", "SampleContext", "build_moe_lm", "build_model", "train_moe_lm", "DISPATCHES",
+           "PLACEMENTS", "BALANCERS", "PRECISIONS"]
 
 DISPATCHES = ("local", "ep", "padded", "lsh", "fsep", "kmeans")  # kmeans: the LSH oracle (benchmarks)
 PLACEMENTS = ("none", "netmoe")
+PRECISIONS = ("fp32", "bf16")
 BALANCERS = ("none", "flexmoe", "laer")
 
 
@@ -42,10 +44,20 @@ class SampleContext:
 
 @dataclass
 class TrainSpec:
-    """Everything one rank needs to train: shapes, data, dispatch, placement, balancing."""
+    """Everything one rank needs to train: shapes, data, dispatch, placement, balancing.
 
-    model: TransformerConfig
-    moe: MoEConfig
+    The model is either :class:`TinyLM` (``model`` + ``moe``) or a Hugging Face Mixtral /
+    Qwen2-MoE causal LM built from ``hf_config`` (a ``transformers`` config's ``to_dict()``;
+    ``model``/``moe`` stay None) and converted with :func:`sgl.systems.moe.convert`.
+    ``precision="bf16"``: forward under bf16 autocast (experts and attention in bf16, fp32 master
+    weights and optimizer).  ``grad_sync="bucketed"``: non-expert gradients are all-reduced in
+    ``bucket_mb`` buckets during backward; ``"flat"``: one all-reduce after it.  ``device``:
+    where the model lives (default: the communication device once ``comm`` is initialised, else
+    :func:`sgl.device.get_device`).
+    """
+
+    model: TransformerConfig | None
+    moe: MoEConfig | None
     batches: torch.Tensor  # [steps, B, S+1] global token batches
     lr: float = 1e-3
     optimizer: str = "adamw"
@@ -67,9 +79,22 @@ class TrainSpec:
     seed: int = 0
     timeout: float | None = None
     progress: bool = False
+    hf_config: dict[str, Any] | None = None
+    precision: str = "fp32"
+    grad_sync: str = "bucketed"
+    bucket_mb: float = 25.0
+    netmoe_overlap: bool = True  # NetMoE solves from the previous step's routing, in a thread
+    device: str | None = None
+    expert_impl: str | None = None  # HF models: how experts run (TinyLM: MoEConfig.expert_impl)
 
     def __post_init__(self) -> None:
         check_options(self.dispatch, self.placement, self.balance)
+        check_choice(self.precision, "precision", PRECISIONS)
+        check_choice(self.grad_sync, "grad_sync", ("bucketed", "flat"))
+        check_real(self.bucket_mb, "bucket_mb", 0.0, open_low=True)
+        if (self.hf_config is None) == (self.model is None or self.moe is None):
+            raise ConfigError("TrainSpec takes either model + moe (TinyLM) or hf_config (a transformers MoE "
+                              "config dict), not both and not neither")
         check_choice(self.optimizer, "optimizer", ("sgd", "adamw"))
         check_real(self.lr, "lr", 0.0, open_low=True)
         check_int(self.lsh_hashes, "lsh_hashes", 1)
@@ -136,23 +161,52 @@ def _install(model: nn.Module, spec: TrainSpec, ctx: SampleContext) -> Any:
         for layer in moe_layers(model):
             layer.dispatcher = NetMoEDispatcher(ep, ctx, nodes=spec.nodes,
                                                 count_residual=spec.netmoe_count_residual,
-                                                refine=spec.netmoe_refine)
+                                                refine=spec.netmoe_refine, overlap=spec.netmoe_overlap)
     return ep
 
 
-def _local_rows(batch_size: int, rank: int, world: int) -> torch.Tensor:
+def _local_rows(batch_size: int, rank: int, world: int, device: torch.device) -> torch.Tensor:
     if batch_size % world:
         raise ConfigError(f"global batch {batch_size} is not divisible by {world} ranks")
     per = batch_size // world
-    return torch.arange(rank * per, (rank + 1) * per)
+    return torch.arange(rank * per, (rank + 1) * per, device=device)
+
+
+def build_model(spec: TrainSpec) -> nn.Module:
+    """The model ``spec`` names (TinyLM with MoE FFNs, or a converted HF MoE LM), on its device."""
+    if spec.hf_config is not None:
+        from sgl.systems.moe.hf import build_hf_model
+
+        model = build_hf_model(spec.hf_config, spec.seed, spec.expert_impl or "auto")
+    else:
+        model = build_moe_lm(spec.model, spec.moe, spec.seed)
+    return model.to(_device(spec))
+
+
+def _device(spec: TrainSpec) -> torch.device:
+    from sgl.device import get_device
+
+    if spec.device is not None:
+        return get_device(spec.device)
+    return comm.wire_device() if comm.is_initialized() else get_device()
+
+
+def _logits(model: nn.Module, ids: torch.Tensor, precision: str) -> torch.Tensor:
+    """Forward (HF models return an output object) under bf16 autocast when asked; fp32 logits."""
+    with torch.autocast(ids.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+        out = model(input_ids=ids, use_cache=False) if hasattr(model, "config") else model(ids)
+    return (out.logits if hasattr(out, "logits") else out).float()
 
 
 def train_moe_lm(rank: int, world: int, spec: TrainSpec) -> dict[str, Any]:
     """Train on ``spec.batches``; returns losses (global, every rank equal), timings, grads, traces."""
     torch.set_num_threads(1)
-    model = build_moe_lm(spec.model, spec.moe, spec.seed)
+    model = build_model(spec)
+    device = next(model.parameters()).device
     ctx = SampleContext()
     par = _install(model, spec, ctx)
+    if par is not None and spec.grad_sync == "bucketed":
+        par.overlap_gradients(model, spec.bucket_mb)
     params = list(model.parameters())  # FSEP: the shards, so optimizer state never moves
     opt = (torch.optim.SGD(params, lr=spec.lr) if spec.optimizer == "sgd"
            else torch.optim.AdamW(params, lr=spec.lr, weight_decay=0.0))
@@ -167,8 +221,8 @@ def train_moe_lm(rank: int, world: int, spec: TrainSpec) -> dict[str, Any]:
         t0 = time.perf_counter()
         if par is not None and hasattr(par, "begin_step"):
             par.begin_step(step)
-        batch = spec.batches[step]
-        loss, local_loss = _loss(model, batch, rank, world, ctx)
+        batch = spec.batches[step].to(device)
+        loss, local_loss = _loss(model, batch, rank, world, ctx, spec.precision)
         out["dropped"].append([layer.last_assignment.dropped for layer in moe_layers(model)])  # this rank's
         opt.zero_grad(set_to_none=True)
         (local_loss + moe_aux_loss(model) / world).backward()
@@ -177,7 +231,7 @@ def train_moe_lm(rank: int, world: int, spec: TrainSpec) -> dict[str, Any]:
         if spec.record_grads:
             out["grads"].append(_grads(model, par))
         if spec.record_traces:
-            out["traces"].append(_trace(model, ctx, batch.shape[0], spec.model.seq_length))
+            out["traces"].append(_trace(model, ctx, batch.shape[0]))
         opt.step()
         update_expert_bias(model)
         out["step_time"].append(time.perf_counter() - t0)
@@ -188,22 +242,22 @@ def train_moe_lm(rank: int, world: int, spec: TrainSpec) -> dict[str, Any]:
     out["routed_rows"] = sum(getattr(layer.dispatcher, "routed_rows", layer.dispatcher.sent_rows)
                              for layer in moe_layers(model))
     if spec.val_batches is not None:
-        out["val_loss"] = evaluate(model, spec.val_batches, rank, world, ctx)
+        out["val_loss"] = evaluate(model, spec.val_batches, rank, world, ctx, spec.precision)
         compressed = [layer.dispatcher for layer in moe_layers(model) if hasattr(layer.dispatcher, "enabled")]
         if compressed:  # LSH / k-means: the same model evaluated with exact (uncompressed) dispatch
             for d in compressed:
                 d.enabled = False
-            out["val_loss_exact"] = evaluate(model, spec.val_batches, rank, world, ctx)
+            out["val_loss_exact"] = evaluate(model, spec.val_batches, rank, world, ctx, spec.precision)
             for d in compressed:
                 d.enabled = True
     return out
 
 
 def _loss(model: nn.Module, batch: torch.Tensor, rank: int, world: int,
-          ctx: SampleContext) -> tuple[float, torch.Tensor]:
-    rows = _local_rows(batch.shape[0], rank, world)
+          ctx: SampleContext, precision: str = "fp32") -> tuple[float, torch.Tensor]:
+    rows = _local_rows(batch.shape[0], rank, world, batch.device)
     ctx.sample_ids = rows.clone()
-    logits = model(batch[rows, :-1])
+    logits = _logits(model, batch[rows, :-1], precision)
     targets = batch[ctx.sample_ids, 1:]  # NetMoE may have moved samples: read theirs
     total = targets.numel() * world
     local = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum") / total
@@ -212,11 +266,13 @@ def _loss(model: nn.Module, batch: torch.Tensor, rank: int, world: int,
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, batches: torch.Tensor, rank: int, world: int, ctx: SampleContext) -> float:
+def evaluate(model: nn.Module, batches: torch.Tensor, rank: int, world: int, ctx: SampleContext,
+             precision: str = "fp32") -> float:
     """Mean next-token loss over ``batches`` ``[n, B, S+1]`` (global, equal on every rank)."""
     was = model.training
     model.eval()
-    losses = [_loss(model, b, rank, world, ctx)[0] for b in batches]
+    device = next(model.parameters()).device
+    losses = [_loss(model, b.to(device), rank, world, ctx, precision)[0] for b in batches]
     model.train(was)
     return sum(losses) / max(1, len(losses))
 
@@ -232,11 +288,11 @@ def _grads(model: nn.Module, par: Any) -> dict[str, torch.Tensor]:
         g = p.grad.detach().clone()
         if getattr(p, "sgl_expert", False) and par is not None and par.ep_size > 1:
             g = torch.cat(comm.all_gather(g, group=par.ep_group))
-        out[name] = g
+        out[name] = g.cpu()
     return out
 
 
-def _trace(model: nn.Module, ctx: SampleContext, batch_size: int, seq: int) -> torch.Tensor:
+def _trace(model: nn.Module, ctx: SampleContext, batch_size: int) -> torch.Tensor:
     """``[layers, B, E]`` per-sample expert pair counts of the last forward, in global sample order."""
     per_layer = []
     for layer in moe_layers(model):
@@ -248,7 +304,7 @@ def _trace(model: nn.Module, ctx: SampleContext, batch_size: int, seq: int) -> t
         ids = ctx.sample_ids if ids is None else ids
         counts = torch.cat(comm.all_gather(local))
         order = torch.cat(comm.all_gather(ids))
-        full = torch.zeros(batch_size, e, dtype=torch.long)
+        full = torch.zeros(batch_size, e, dtype=torch.long, device=counts.device)
         full[order] = counts
         per_layer.append(full)
-    return torch.stack(per_layer)
+    return torch.stack(per_layer).cpu()

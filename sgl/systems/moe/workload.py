@@ -108,14 +108,28 @@ def run_wikitext_moe(root: str | Path, cfg: WikiTextMoEConfig, *, procs: int = 2
                      lsh_proj_dim: int | None = None, nodes: int = 1,
                      trace_out: str | Path | None = None, cache_dir: str | Path | None = None,
                      progress: bool = False, timeout: float = 3600.0, launcher: str = "spawn",
-                     start_method: str = "spawn") -> dict[str, Any]:
+                     start_method: str = "spawn", hf_config: dict[str, Any] | None = None,
+                     precision: str = "fp32") -> dict[str, Any]:
     """Train on WikiText-2 in ``procs`` gloo processes (1: in this process); returns the summary.
 
     ``launcher="torchrun"``: this process is one rank of a ``torchrun`` launch (``procs`` is
     ignored; ``comm.init()`` reads the environment); only rank 0 writes the trace.
     ``start_method``: how :func:`sgl.comm.spawn` starts the processes (``"fork"`` shares this
     process's imports: seconds faster to start, POSIX only).
+    ``hf_config``: train a Hugging Face Mixtral / Qwen2-MoE causal LM built from this
+    ``transformers`` config dict (converted with :func:`sgl.systems.moe.convert`) instead of the
+    small LM; its shapes replace ``cfg``'s model fields (the BPE vocabulary is the config's
+    ``vocab_size``).  ``precision``: ``"fp32"`` or ``"bf16"`` (autocast, fp32 master weights).
     """
+    top_k = cfg.top_k
+    if hf_config is not None:
+        from dataclasses import replace
+
+        from sgl.systems.moe.hf import check_hf_config
+
+        check_hf_config(hf_config)
+        cfg = replace(cfg, vocab_size=int(hf_config["vocab_size"]))
+        top_k = int(hf_config["num_experts_per_tok"])
     check_int(procs, "procs", 1)
     check_choice(launcher, "launcher", ("spawn", "torchrun"))
     check_choice(start_method, "start_method", ("spawn", "fork", "forkserver"))
@@ -126,7 +140,8 @@ def run_wikitext_moe(root: str | Path, cfg: WikiTextMoEConfig, *, procs: int = 2
     train, val = wikitext_batches(root, cfg, cache_dir)
     if procs == 1 and dispatch == "ep" and launcher == "spawn":
         dispatch = "local"
-    spec = TrainSpec(cfg.model(), cfg.moe(), train, lr=cfg.lr, dispatch=dispatch, placement=placement,
+    spec = TrainSpec(None if hf_config else cfg.model(), None if hf_config else cfg.moe(), train, lr=cfg.lr,
+                     dispatch=dispatch, placement=placement, hf_config=hf_config, precision=precision,
                      balance=balance, lsh_hashes=lsh_hashes,
                      lsh_proj_dim=lsh_proj_dim, nodes=nodes, val_batches=val,
                      record_traces=trace_out is not None, seed=cfg.seed, timeout=min(timeout, 600.0),
@@ -142,7 +157,8 @@ def run_wikitext_moe(root: str | Path, cfg: WikiTextMoEConfig, *, procs: int = 2
         results = comm.spawn(_worker, procs, spec, timeout=timeout, start_method=start_method)
     r0 = results[0]
     summary: dict[str, Any] = {
-        "config": asdict(cfg), "procs": procs, "dispatch": dispatch, "placement": placement, "balance": balance,
+        "config": asdict(cfg), "hf_model_type": (hf_config or {}).get("model_type"), "precision": precision,
+        "procs": procs, "dispatch": dispatch, "placement": placement, "balance": balance,
         "first_loss": r0["loss"][0], "final_loss": r0["loss"][-1], "val_loss": r0.get("val_loss"),
         "mean_step_s": float(np.mean(r0["step_time"][1:] or r0["step_time"])),
         "sent_rows": sum(r["sent_rows"] for r in results), "routed_rows": sum(r["routed_rows"] for r in results),
@@ -150,8 +166,8 @@ def run_wikitext_moe(root: str | Path, cfg: WikiTextMoEConfig, *, procs: int = 2
         "moved_samples": r0["moved_samples"], "layout_changes": r0["layout_changes"], "loss": r0["loss"],
     }
     if trace_out is not None and comm.get_rank() == 0:
-        counts = torch.stack(r0["traces"]).numpy()
-        save_trace(RoutingTrace(counts, cfg.top_k, cfg.seq_len, source=f"wikitext2 MoE LM ({dispatch})",
+        counts = torch.stack(r0["traces"]).cpu().numpy()
+        save_trace(RoutingTrace(counts, top_k, cfg.seq_len, source=f"wikitext2 MoE LM ({dispatch})",
                                 extra={"step_loss": r0["loss"]}), trace_out)
         summary["trace"] = str(trace_out)
     return summary
