@@ -38,6 +38,7 @@ Example (two threads; 1024-bit keys, the minimum):
 """
 from __future__ import annotations
 
+import os
 from typing import Any, List, Optional
 
 import numpy as np
@@ -48,7 +49,7 @@ from sgl.federated.paillier import (
     generate_keypair, pack, public_key_from_tensor, public_key_to_tensor, require_phe, to_ring, truncate_shares, unpack,
 )
 
-__all__ = ["BlindSourceFeatureSide", "BlindSourceLabelSide", "CryptoStats"]
+__all__ = ["BlindSourceFeatureSide", "BlindSourceLabelSide", "CryptoStats", "source_inputs", "source_weight"]
 
 
 class CryptoStats(dict):
@@ -56,6 +57,37 @@ class CryptoStats(dict):
 
     def add(self, key: str, count: int = 1) -> None:
         self[key] = self.get(key, 0) + count
+
+
+def source_inputs(dense: np.ndarray, sparse: np.ndarray, field_dims) -> tuple:
+    """``(rows, coef)`` ``[B, F + D]`` of a passive party's columns for the source layer, in the
+    output order of :class:`~sgl.federated.models.PartyBottom`: each categorical field's id offset
+    into one table (``coef`` 1: Embed), then each dense column's weight row (``coef`` = value: MatMul).
+
+    >>> source_inputs(np.array([[0.5]]), np.array([[2, 1]]), [3, 4])
+    (array([[2, 4, 7]]), array([[1. , 1. , 0.5]]))
+    """
+    sparse, dense = np.asarray(sparse, dtype=np.int64), np.asarray(dense, dtype=np.float64)
+    offsets = np.concatenate([[0], np.cumsum(field_dims)[:-1]]).astype(np.int64) if len(field_dims) else \
+        np.zeros(0, dtype=np.int64)
+    total = int(np.sum(field_dims)) if len(field_dims) else 0
+    dense_rows = np.broadcast_to(total + np.arange(dense.shape[1]), dense.shape)
+    rows = np.concatenate([sparse + offsets, dense_rows], axis=1)
+    coef = np.concatenate([np.ones(sparse.shape, dtype=np.float64), dense], axis=1)
+    return rows, coef
+
+
+def source_weight(bottom) -> np.ndarray:
+    """A passive :class:`~sgl.federated.models.PartyBottom`'s weight rows (embedding table, then the
+    dense columns' vectors) as float64 ``[rows, k]``: the source layer's plaintext twin."""
+    if bottom.mlp is not None or not bottom.embed_dense:
+        raise ValueError("a BlindFL source layer is a passive bottom without an MLP")
+    parts = []
+    if bottom.embedding is not None:
+        parts.append(bottom.embedding.weight.detach().double().cpu().numpy())
+    if bottom.dense_vectors is not None:
+        parts.append(bottom.dense_vectors.detach().double().cpu().numpy())
+    return np.concatenate(parts, axis=0)
 
 
 def _fixed(values: np.ndarray, frac_bits: int) -> np.ndarray:
@@ -66,11 +98,14 @@ class BlindSourceFeatureSide:
     """Party A of the source layer: holds the features, ``U`` and :math:`[\\![V]\\!]`.
 
     ``num_rows`` weight rows (categorical ids of every field, offset, plus one row per dense
-    column) of width ``embed_dim``. ``peer`` is party B's rank.
+    column) of width ``embed_dim``. ``peer`` is party B's rank. ``init_weight`` (``[num_rows,
+    embed_dim]``) starts ``U`` at a public, data-independent initialisation (B then starts ``V``
+    at 0: ``random_init=False``), as a split-learning bottom owner knows its own initial weights;
+    after the first update both shares are masked. Default: a random split nobody knows.
     """
 
-    def __init__(self, channel: Channel, peer: int, num_rows: int, embed_dim: int, seed: int = 0,
-                 frac_bits: int = 16, init_std: float = 0.1) -> None:
+    def __init__(self, channel: Channel, peer: int, num_rows: int, embed_dim: int, seed: Optional[int] = 0,
+                 frac_bits: int = 16, init_std: float = 0.1, init_weight: Optional[np.ndarray] = None) -> None:
         self.phe = require_phe()
         self.channel, self.peer, self.frac_bits = channel, peer, frac_bits
         self.num_rows, self.embed_dim = int(num_rows), int(embed_dim)
@@ -78,7 +113,13 @@ class BlindSourceFeatureSide:
         self.stats = CryptoStats()
         self.public_key = public_key_from_tensor(channel.recv(peer, "cipher"))
         # W_init = U_0 + V_0 with both halves random: nobody knows the initial weights either
-        self.U = _fixed(self.rng.normal(0, init_std / np.sqrt(2), (self.num_rows, self.embed_dim)), frac_bits)
+        if init_weight is not None:
+            init_weight = np.asarray(init_weight, dtype=np.float64)
+            if init_weight.shape != (self.num_rows, self.embed_dim):
+                raise ValueError(f"init_weight must be [{self.num_rows}, {self.embed_dim}], got {init_weight.shape}")
+            self.U = _fixed(init_weight, frac_bits)
+        else:
+            self.U = _fixed(self.rng.normal(0, init_std / np.sqrt(2), (self.num_rows, self.embed_dim)), frac_bits)
         self.V_enc = self._receive_ciphertexts(self.num_rows * self.embed_dim)
         self._saved: Optional[tuple] = None
 
@@ -93,8 +134,9 @@ class BlindSourceFeatureSide:
 
     def _send_masked(self, encrypted: List[Any]) -> np.ndarray:
         """Subtract a uniform ring mask from each ciphertext, re-randomise, send; return the mask."""
-        mask = self.rng.integers(np.iinfo(np.int64).min, np.iinfo(np.int64).max, size=len(encrypted),
-                                 dtype=np.int64, endpoint=True)
+        # masks come from the OS's cryptographic generator, never from the seeded one: a peer that knew
+        # the seed could otherwise strip them
+        mask = np.frombuffer(os.urandom(8 * len(encrypted)), dtype=np.int64).copy()
         out = []
         for enc, m in zip(encrypted, mask.tolist()):
             masked = enc - m
@@ -142,10 +184,14 @@ class BlindSourceFeatureSide:
 
 
 class BlindSourceLabelSide:
-    """Party B of the source layer: holds the Paillier key pair and ``V``; gets the output Z."""
+    """Party B of the source layer: holds the Paillier key pair and ``V``; gets the output Z.
+
+    ``random_init=False`` starts ``V`` at 0 (A then starts ``U`` at its ``init_weight``).
+    """
 
     def __init__(self, channel: Channel, peer: int, num_rows: int, embed_dim: int, key_bits: int = 2048,
-                 seed: int = 0, frac_bits: int = 16, init_std: float = 0.1) -> None:
+                 seed: Optional[int] = 0, frac_bits: int = 16, init_std: float = 0.1,
+                 random_init: bool = True) -> None:
         self.public_key, self.private_key = generate_keypair(key_bits)
         self.phe = require_phe()
         self.channel, self.peer, self.frac_bits = channel, peer, frac_bits
@@ -154,7 +200,8 @@ class BlindSourceLabelSide:
         self.stats = CryptoStats()
         self.width = self.public_key.n.bit_length() // 4 + 1
         channel.send(public_key_to_tensor(self.public_key), peer, "cipher")
-        self.V = _fixed(self.rng.normal(0, init_std / np.sqrt(2), (self.num_rows, self.embed_dim)), frac_bits)
+        self.V = _fixed(self.rng.normal(0, init_std / np.sqrt(2), (self.num_rows, self.embed_dim)), frac_bits) \
+            if random_init else np.zeros((self.num_rows, self.embed_dim), dtype=np.int64)
         self._send_encrypted(self.V.reshape(-1))
         self._shape: Optional[tuple] = None
 

@@ -62,9 +62,20 @@ def pair_sumkl(t1: torch.Tensor, t0: torch.Tensor, m: torch.Tensor) -> torch.Ten
 
 
 def _moments(g: torch.Tensor, y: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    """``pos, mu1, mu0, s1, s0``: per-class means and population stds of ``g [B, d]`` (``g``'s dtype).
+
+    Two ``[2, B] @ [B, d]`` products (class means, then centred squares: two-pass, so no
+    cancellation) and one rank-1 update instead of column reductions of indexed copies; a few
+    passes over ``g``, about the cost of one ``randn`` of its shape.
+    """
     pos = y.reshape(-1) > 0.5
-    g1, g0 = g[pos].double(), g[~pos].double()
-    return pos, g1.mean(0), g0.mean(0), g1.std(0, unbiased=False), g0.std(0, unbiased=False)
+    posf = pos.to(g.dtype)
+    member = torch.stack([posf, 1 - posf])                          # [2, B]
+    member = member / member.sum(1, keepdim=True).clamp_min(1)
+    mu = member @ g                                                 # [2, d]
+    centred = torch.addr(g - mu[1], posf, mu[1] - mu[0])            # g minus its own class's mean
+    var = member @ centred.square_()
+    return pos, mu[0], mu[1], var[0].sqrt(), var[1].sqrt()
 
 
 def diagonal_sumkl(g: torch.Tensor, y: torch.Tensor) -> float:
@@ -73,7 +84,7 @@ def diagonal_sumkl(g: torch.Tensor, y: torch.Tensor) -> float:
     pos = y.reshape(-1) > 0.5
     if pos.all() or not pos.any():
         return float("nan")
-    _, mu1, mu0, s1, s0 = _moments(g.flatten(1), y)
+    _, mu1, mu0, s1, s0 = _moments(g.flatten(1).double(), y)
     return float(pair_sumkl(s1, s0, mu1 - mu0).sum())
 
 
@@ -138,8 +149,9 @@ def projpert(g: torch.Tensor, y: torch.Tensor, bound: float, mode: str = "iso",
     _, mu1, mu0, s1, s0 = _moments(flat, y)
     t1, t0 = projpert_targets(s1, s0, mu1 - mu0, float(bound) / flat.shape[1], mode)
     std1, std0 = (t1 ** 2 - s1 ** 2).clamp_min(0).sqrt(), (t0 ** 2 - s0 ** 2).clamp_min(0).sqrt()
-    scale = torch.where(pos[:, None], std1[None, :], std0[None, :]).to(flat.dtype)
-    return (flat + _randn(flat.shape, generator, flat) * scale).view_as(g)
+    std1, std0 = std1.to(flat.dtype), std0.to(flat.dtype)
+    scale = torch.addr(std0.expand_as(flat), pos.to(flat.dtype), std1 - std0)  # each row: its class's stds
+    return torch.addcmul(flat, _randn(flat.shape, generator, flat), scale).view_as(g)
 
 
 def _marvell_sumkl(lam: np.ndarray, u: float, v: float, delta2: float, d: int) -> float:

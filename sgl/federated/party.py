@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from sgl.errors import ConfigError
 from sgl.federated.attacks import direction_scores, norm_scores, roc_auc
+from sgl.federated.blindfl import BlindSourceFeatureSide, BlindSourceLabelSide, source_inputs, source_weight
 from sgl.federated.celu import Workset, instance_weights
 from sgl.federated.channel import Channel
 from sgl.federated.config import FederatedConfig
@@ -39,14 +40,17 @@ from sgl.federated.split import PartyView, check_aligned
 __all__ = ["SplitParty", "make_optimizer", "batch_order"]
 
 
-def make_optimizer(params, config: FederatedConfig) -> torch.optim.Optimizer:
-    """The configured optimizer over ``params`` (per-parameter, so parts can be split freely)."""
+def make_optimizer(params, config: FederatedConfig, passive: bool = False) -> torch.optim.Optimizer:
+    """The configured optimizer over ``params`` (per-parameter, so parts can be split freely);
+    ``passive`` picks ``passive_optimizer`` / ``passive_lr`` where set."""
     params = list(params)
-    if config.optimizer == "adam":
-        return torch.optim.Adam(params, lr=config.lr)
-    if config.optimizer == "adagrad":
-        return torch.optim.Adagrad(params, lr=config.lr)
-    return torch.optim.SGD(params, lr=config.lr)
+    name = (config.passive_optimizer or config.optimizer) if passive else config.optimizer
+    lr = (config.passive_lr or config.lr) if passive else config.lr
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    if name == "adagrad":
+        return torch.optim.Adagrad(params, lr=lr)
+    return torch.optim.SGD(params, lr=lr)
 
 
 def batch_order(n: int, config: FederatedConfig) -> List[np.ndarray]:
@@ -84,7 +88,10 @@ class SplitParty:
         modules = self.bottoms + ([self.top] if self.top is not None else [])
         for m in modules:
             m.to(self.device)
-        self.optimizer = make_optimizer([p for m in modules for p in m.parameters()], cfg)
+        # a BlindFL passive party's bottom only seeds the source layer; the layer trains itself by SGD
+        self.optimizer = None if cfg.blindfl and not self.active else \
+            make_optimizer([p for m in modules for p in m.parameters()], cfg, passive=not self.active)
+        self.sources: Dict[int, Any] = {}  # BlindFL source layers, set up once the peers are listening
         self.workset = Workset(cfg.workset, cfg.max_uses, seed=cfg.seed * 31 + rank)
         self.noise = torch.Generator(device=self.device).manual_seed(cfg.seed * 101 + rank)
         self.selector = torch.Generator(device=self.device).manual_seed(cfg.seed * 211 + rank)
@@ -116,6 +123,31 @@ class SplitParty:
         weight = torch.full((), self.config.pos_weight, device=logits.device, dtype=logits.dtype)
         return F.binary_cross_entropy_with_logits(logits, labels, pos_weight=weight, reduction=reduction)
 
+    def _receive_fields(self, peer: int, kind: str) -> torch.Tensor:
+        """Passive party ``peer``'s field outputs: its activation, or (BlindFL) the source layer's Z."""
+        if self.config.blindfl:
+            return self.sources[peer].forward().to(self.device)
+        return self.channel.recv(peer, kind).to(self.device)
+
+    def setup_blindfl(self) -> None:
+        """Key exchange and weight shares of every BlindFL source layer (the active party is B, the
+        label party, in each pair; a passive party's seeded bottom is the public initialisation)."""
+        cfg = self.config
+        if not cfg.blindfl:
+            return
+        if self.active:
+            for p in range(1, self.num_parties):
+                rows, k = int(self.channel.recv(p, "ctrl")[0]), cfg.embed_dim
+                self.sources[p] = BlindSourceLabelSide(self.channel, p, rows, k, key_bits=cfg.key_bits,
+                                                       seed=cfg.seed * 131 + p, frac_bits=cfg.frac_bits,
+                                                       random_init=False)
+            return
+        weight = source_weight(self.bottoms[0])
+        self.channel.send(torch.tensor([weight.shape[0]], dtype=torch.int64), 0, "ctrl")  # the public layer size
+        self.sources[0] = BlindSourceFeatureSide(self.channel, 0, weight.shape[0], cfg.embed_dim,
+                                                 seed=cfg.seed * 137 + self.rank, frac_bits=cfg.frac_bits,
+                                                 init_weight=weight)
+
     # -- one round trip -------------------------------------------------------------------------
     def check_alignment(self) -> None:
         """Party 0 compares every party's training sample ids with its own; all raise on a mismatch."""
@@ -143,13 +175,20 @@ class SplitParty:
         start = time.perf_counter()
         dense, ids, labels = self._batch(self.views["train"], rows)
         ch, loss_value = self.channel, None
-        if self.active:
-            hs = [ch.recv(p, "act").to(self.device).requires_grad_() for p in range(1, self.num_parties)]
+        if self.config.blindfl and not self.active:
+            self.sources[0].forward(*source_inputs(self.views["train"].dense[rows], self.views["train"].sparse[rows],
+                                                   self.views["train"].field_dims))
+            self.sources[0].backward(self.config.passive_lr or self.config.lr)
+        elif self.active:
+            hs = [self._receive_fields(p, "act").requires_grad_() for p in range(1, self.num_parties)]
             h0 = self.bottom_forward(dense, ids)
             loss = self._loss(self.top(dense, torch.cat([h0] + hs, dim=1)), labels)
             self.optimizer.zero_grad()
             loss.backward()
             for p, h in enumerate(hs, start=1):
+                if self.config.blindfl:  # B encrypts dL/dZ; the weight update happens under encryption
+                    self.sources[p].backward(h.grad, self.config.passive_lr or self.config.lr)
+                    continue
                 t0 = time.perf_counter()
                 g = perturb(self.config.defense, h.grad, labels, bound=self.config.sumkl_bound,
                             scale=self.config.marvell_scale, generator=self.noise)
@@ -158,8 +197,9 @@ class SplitParty:
             self.optimizer.step()
             loss_value = float(loss.detach())
             self.log["losses"].append(loss_value)
-            self.workset.add(batch_id, rows, [h.detach() for h in hs], [h.grad.detach().clone() for h in hs],
-                             self.updates)
+            if self.config.local_steps:
+                self.workset.add(batch_id, rows, [h.detach() for h in hs], [h.grad.detach().clone() for h in hs],
+                                 self.updates)
         else:
             h = self.bottom_forward(dense, ids)
             ch.send(h, 0, "act")
@@ -173,7 +213,8 @@ class SplitParty:
                 surrogate = surrogate + self._rake_loss()
             surrogate.backward()
             self.optimizer.step()
-            self.workset.add(batch_id, rows, h.detach(), g, self.updates)
+            if self.config.local_steps:
+                self.workset.add(batch_id, rows, h.detach(), g, self.updates)
         self.updates += 1
         ch.meter.end_round()
         self.log["step_seconds"] += time.perf_counter() - start
@@ -229,9 +270,13 @@ class SplitParty:
                 for i in range(0, len(rows), chunk):
                     dense, ids, _ = self._batch(view, rows[i:i + chunk])
                     if not self.active:
-                        self.channel.send(self.bottom_forward(dense, ids), 0, "eval")
+                        if self.config.blindfl:
+                            r = rows[i:i + chunk]
+                            self.sources[0].forward(*source_inputs(view.dense[r], view.sparse[r], view.field_dims))
+                        else:
+                            self.channel.send(self.bottom_forward(dense, ids), 0, "eval")
                         continue
-                    hs = [self.channel.recv(p, "eval").to(self.device) for p in range(1, self.num_parties)]
+                    hs = [self._receive_fields(p, "eval") for p in range(1, self.num_parties)]
                     if record:
                         for p, h in enumerate(hs, start=1):
                             seen[p].append(h.cpu().numpy())
@@ -258,6 +303,7 @@ class SplitParty:
         """Align ids, train (vanilla rounds + CELU local steps), evaluate; return this party's log."""
         cfg = self.config
         self.check_alignment()
+        self.setup_blindfl()
         batches = batch_order(len(self.views["train"]), cfg)
         per_epoch = -(-len(self.views["train"]) // cfg.batch_size)
         every = cfg.eval_every or per_epoch

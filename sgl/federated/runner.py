@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from sgl.errors import CommError, ConfigError
-from sgl.federated.attacks import leak_auc
+from sgl.federated.attacks import leak_auc, roc_auc
 from sgl.federated.channel import CommChannel, LocalChannel
 from sgl.federated.config import FederatedConfig
 from sgl.federated.link import WANLink
@@ -58,17 +58,29 @@ def run_party(rank: int, world_size: int, views: List[Dict[str, PartyView]], con
     return SplitParty(rank, world_size, mine, layout, config, channel).train()
 
 
-def attack_report(party_log: Dict[str, Any], labels: np.ndarray) -> Dict[str, float]:
+def attack_report(party_log: Dict[str, Any], labels: np.ndarray, seed: int = 0) -> Dict[str, float]:
     """Mean per-batch leak AUC (``max(AUC, 1-AUC)``) of a passive party's norm and direction scores,
-    scored against the true ``labels`` of the training rows (batches with one class are skipped)."""
-    norms, dirs = [], []
+    scored against the true ``labels`` of the training rows (batches with one class are skipped).
+
+    ``max(AUC, 1-AUC)`` lets the harness pick each batch's orientation with the labels, so it
+    exceeds 0.5 even for a blind attacker: ``chance_auc`` is the same statistic for uniformly
+    random scores on the same batches (the floor, about ``0.5 + 0.8 / sqrt(12 n1 n0 / (n + 1))``).
+    ``*_oriented`` are plain AUCs with the attack's a-priori orientation (larger norm, or larger
+    minus-mean-cosine, means positive), what an attacker without labels can actually use.
+    """
+    rng = np.random.default_rng(seed)
+    norms, dirs, chance, norm_o, dir_o = [], [], [], [], []
     for rows, norm, direction in party_log.get("attack", []):
         y = labels[rows]
         if 0 < y.sum() < len(y):
             norms.append(leak_auc(norm, y))
             dirs.append(leak_auc(direction, y))
-    return {"norm_auc": float(np.mean(norms)) if norms else float("nan"),
-            "direction_auc": float(np.mean(dirs)) if dirs else float("nan"), "batches": len(norms)}
+            chance.append(leak_auc(rng.random(len(y)), y))
+            norm_o.append(roc_auc(norm, y))
+            dir_o.append(roc_auc(direction, y))
+    mean = lambda v: float(np.mean(v)) if v else float("nan")  # noqa: E731
+    return {"norm_auc": mean(norms), "direction_auc": mean(dirs), "chance_auc": mean(chance),
+            "norm_auc_oriented": mean(norm_o), "direction_auc_oriented": mean(dir_o), "batches": len(norms)}
 
 
 def _run_threads(views: List[Dict[str, PartyView]], config: FederatedConfig) -> List[Dict[str, Any]]:
@@ -149,14 +161,15 @@ def _summarise(logs: List[Dict[str, Any]], config: FederatedConfig, train) -> Di
 def train_centralised(train, split: FieldSplit, config: FederatedConfig) -> List[float]:
     """The same split model, parts, seeds and batch order trained in one process on the joined
     columns; returns the loss of every step (what split learning with no defense must equal)."""
-    if config.defense != "none" or config.local_steps or config.rake:
-        raise ConfigError("the centralised reference has no defense, CELU local steps or Rake; turn them off")
+    if config.defense != "none" or config.local_steps or config.rake or config.blindfl:
+        raise ConfigError("the centralised reference has no defense, CELU local steps, Rake or BlindFL; turn them "
+                          "off (BlindFL's plaintext twin is split learning with passive_optimizer='sgd')")
     views = split.views(train)
     model = SplitCTRModel.build(views, config.model, config.embed_dim, config.hidden, config.bottom_hidden,
                                 config.embedding, config.seed, config.dropout)
     # one optimizer per part, in the parties' parameter order (per-parameter optimizers: same result)
     optimizers = [make_optimizer(list(model.bottoms[0].parameters()) + list(model.top.parameters()), config)] + \
-        [make_optimizer(b.parameters(), config) for b in model.bottoms[1:]]
+        [make_optimizer(b.parameters(), config, passive=True) for b in model.bottoms[1:]]
     labels = torch.as_tensor(views[0].labels)
     weight = torch.tensor(config.pos_weight)
     losses = []

@@ -84,3 +84,47 @@ def test_encrypted_layer_equals_plaintext_within_fixed_point_error():
     np.testing.assert_allclose(final, W, atol=5e-3)
     # neither share alone is the weight: after an update each is masked by a uniform ring element
     assert np.abs(box["U"] / S - final).mean() > 100 and np.abs(label.weight_share() / S - final).mean() > 100
+
+
+def _blind_tables():
+    from sgl.datasets.ctr import CTRData
+
+    rng = np.random.default_rng(0)
+    n = 48
+    sparse = np.stack([rng.integers(0, 6, n), rng.integers(0, 3, n)], 1)
+    dense = rng.normal(size=(n, 2)).astype(np.float32)
+    labels = ((sparse[:, 1] == 0) ^ (dense[:, 1] > 1)).astype(np.float32)
+    data = CTRData(dense, sparse, labels, [6, 3], ["F1", "F2"])
+    return data.subset(np.arange(32)), data.subset(np.arange(32, 40)), data.subset(np.arange(40, 48))
+
+
+def test_blindfl_split_training_equals_plaintext_split_learning():
+    """WDL with a BlindFL source layer at the passive party (Embed F2 + MatMul I2) trains like
+    plaintext split learning with the same SGD bottom, within fixed-point error."""
+    pytest.importorskip("phe")
+    from sgl.federated import FederatedConfig, FieldSplit, train_federated
+
+    train, val, test = _blind_tables()
+    split = FieldSplit({"guest": ["I1", "F1"], "host": ["I2", "F2"]})
+    base = dict(embed_dim=2, hidden=[4], batch_size=8, max_steps=2 if not os.environ.get("SGL_SLOW_TESTS") else 8,
+                lr=0.05, passive_optimizer="sgd", passive_lr=0.5, timeout=120)
+    plain = train_federated(train, val, test, split, FederatedConfig(**base), backend="thread")
+    blind = train_federated(train, val, test, split, FederatedConfig(**base, blindfl=True, key_bits=1024),
+                            backend="thread")
+    np.testing.assert_allclose(blind["losses"], plain["losses"], atol=2e-4)
+    assert abs(blind["test_auc"] - plain["test_auc"]) < 0.02
+    # only ciphertexts, masked shares and the key cross: 2 x 1024-bit ciphertexts are 257 bytes per value
+    assert blind["traffic"]["bytes_received"] > 20 * plain["traffic"]["bytes_received"]
+
+
+@pytest.mark.parametrize("bad, match", [(dict(passive_optimizer="adam"), "plain SGD"),
+                                        (dict(key_bits=512), ">= 1024"),
+                                        (dict(bottom_hidden=[4]), "bottom_hidden"),
+                                        (dict(defense="max-norm"), "defense")])
+def test_blindfl_config_errors(bad, match):
+    from sgl.federated import FederatedConfig
+
+    options = dict(blindfl=True, passive_optimizer="sgd", key_bits=1024)
+    options.update(bad)
+    with pytest.raises(ConfigError, match=match):
+        FederatedConfig(**options)
