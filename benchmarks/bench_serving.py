@@ -4,6 +4,7 @@
     python benchmarks/bench_serving.py --root ../shared/datasets --quick      # minutes, smaller models
     python benchmarks/bench_serving.py --root ../shared/datasets --only kv --sink 32   # the paper's sinks
     python benchmarks/bench_serving.py --root ../shared/datasets --only kv --kv-train-steps 500 --train-attention sdpa
+    python benchmarks/bench_serving.py --root ../shared/datasets --quick --only kvmem lora   # the memory effects
 
 Prints ratios measured in this one run. Latencies are wall-clock on this machine (labelled
 "CPU calibration"): rerun on a quiet machine before quoting them. MILP figures are modelled
@@ -21,7 +22,7 @@ import torch
 
 from sgl.systems.serving.hetero import best_homogeneous, cheapest_feasible_budget, plan_min_cost, plan_serving
 from sgl.systems.serving.hetero.tables import GPUSpec, ModelSpec, roofline_problem
-from sgl.systems.serving.kv import METHODS, KVBenchConfig, run_kv_bench
+from sgl.systems.serving.kv import METHODS, KVBenchConfig, kv_memory, run_kv_bench
 from sgl.systems.serving.lm import TinyLlamaSpec
 from sgl.systems.serving.lora import LoRABenchConfig, run_lora_bench
 from sgl.systems.serving.students import StudentsConfig, run_students
@@ -74,6 +75,25 @@ def kv_section(args, spec, out):
               f"lowest = {best['method']} ({best['output_error']:.4f})")
 
 
+def kv_memory_section(args, spec, out):
+    from sgl.systems.serving.lm import train_tiny_llama, wikitext_ids
+
+    train_steps = args.kv_train_steps or args.train_steps
+    model, tok = train_tiny_llama(args.root, spec=spec, steps=train_steps, seq_len=args.context + args.decode_steps,
+                                  batch_size=1, cache_dir=args.cache_dir, train_attention=args.train_attention)
+    ids = wikitext_ids(args.root, "test", tok)[: args.context]
+    rows = kv_memory(model, ids, budgets=(0.05, 0.1, 0.2), steps=args.decode_steps, sink=args.sink,
+                     recent_ratio=args.recent_ratio)
+    out["kv_memory"] = rows
+    print(f"\n## PQCache device memory: PQKVCache (sink + recent window + codes on the device, middle KV on the "
+          f"host) vs the full DynamicCache, greedy generate() of {args.decode_steps} tokens after a "
+          f"{args.context}-token WikiText-2 prompt; bytes from the storages of the tensors each cache holds")
+    for r in rows:
+        print(f"  budget {r['budget']:.2f}: device {r['device_bytes'] / 1e3:8.1f} kB vs full {r['full_bytes'] / 1e3:8.1f} kB"
+              f" -> {r['ratio']:.3f}x; host tier {r['host_bytes'] / 1e3:8.1f} kB; ids equal to today's selection: "
+              f"{r['equal']}; generate {r['tiered_s']:.2f} s vs {r['full_cache_s']:.2f} s (CPU calibration)")
+
+
 def students_section(args, out):
     cfg = StudentsConfig(args.root, num_students=4, teacher_layers=6, student_layers=1, hidden=128,
                          train_sentences=args.sst2_sentences, teacher_steps=args.teacher_steps,
@@ -109,6 +129,17 @@ def lora_section(args, spec, out):
     print(f"memory: one shared quantized base {m['shared_quantized'] / 1e6:.3f} MB vs one per task "
           f"{m['per_task_quantized'] / 1e6:.3f} MB ({m['per_task_quantized'] / m['shared_quantized']:.1f}x); "
           f"fp16 base {m['float16_base'] / 1e6:.3f} MB")
+    pk = res["packed_int4"]
+    print(f"packed int4 base (Int4Linear: 2 codes per byte, fp16 scales, int4 zeros per group of {pk['group_size']}; "
+          f"measured from the buffers' storages): {pk['bytes'] / 1e6:.4f} MB vs bf16 {pk['bf16_bytes'] / 1e6:.4f} MB "
+          f"-> {pk['bf16_bytes'] / pk['bytes']:.2f}x smaller; logits equal to the dequantized base: "
+          f"{pk['logits_equal']}; KL(float || packed): "
+          + ", ".join(f"{t} {v:.3e}" for t, v in pk["kl_vs_float"].items())
+          + "; KL(float || dequantized shared GPTQ): "
+          + ", ".join(f"{t} {v:.3e}" for t, v in res["kl_vs_float"]["shared_gptq"].items()))
+    for g, r in pk.get("other_groups", {}).items():
+        print(f"  group {g}: {r['bf16_bytes'] / r['bytes']:.2f}x smaller, KL(float || packed) "
+              + ", ".join(f"{t} {v:.3e}" for t, v in r["kl_vs_float"].items()))
     kl = res["kl_vs_float"]
     print("mean per-token KL(float || quantized) on held-out blocks: " + "; ".join(
         f"{k}: " + ", ".join(f"{t} {v:.4f}" for t, v in d.items()) for k, d in kl.items()))
@@ -158,7 +189,7 @@ def main(argv=None) -> int:
     p.add_argument("--root", required=True)
     p.add_argument("--quick", action="store_true", help="small models and contexts (a smoke run)")
     p.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "sgl-serving"))
-    p.add_argument("--only", nargs="+", choices=("kv", "students", "lora", "milp"),
+    p.add_argument("--only", nargs="+", choices=("kv", "kvmem", "students", "lora", "milp"),
                    default=("kv", "students", "lora", "milp"))
     p.add_argument("--json", help="also write every figure to this JSON file")
     p.add_argument("--sink", type=int, default=4, help="KV selection: sink tokens (the paper: 32)")
@@ -183,7 +214,8 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     for name in args.only:
         t0 = time.perf_counter()
-        {"kv": lambda: kv_section(args, spec, out), "students": lambda: students_section(args, out),
+        {"kv": lambda: kv_section(args, spec, out), "kvmem": lambda: kv_memory_section(args, spec, out),
+         "students": lambda: students_section(args, out),
          "lora": lambda: lora_section(args, spec, out), "milp": lambda: milp_section(out)}[name]()
         print(f"[{name}: {time.perf_counter() - t0:.0f} s]", flush=True)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")

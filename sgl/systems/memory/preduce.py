@@ -2,8 +2,9 @@
 
 After each local SGD step a worker calls :meth:`PartialReduce.reduce`: it takes the next place in
 a global arrival order kept by a ``torch.distributed`` TCPStore (``store.add``, atomic), and the
-first ``P`` arrivals at the open group ``g`` fill it and open ``g + 1`` (``store.compare_set``).  Every member posts ``(rank, version, params)``
-under its place, waits for the others of its group and averages with *staleness-aware* weights::
+first ``P`` arrivals at the open group ``g`` fill it and open ``g + 1`` (``store.compare_set``).
+Every member posts ``(rank, version)`` under its place (a few bytes of control), waits for the
+others of its group and averages with *staleness-aware* weights::
 
     w_i = (1 + s_i)^-1 / sum_j (1 + s_j)^-1,   s_i = max_j v_j - v_i,   v_new = max_j v_j + 1
 
@@ -13,17 +14,24 @@ every worker outside it has finished (the end of a run).  Group generation avoid
 Hetu's scheduler does: every ``connect_every``-th group stays open until the groups of its window
 link all workers (union-find), so fast workers cannot keep averaging only among themselves.  Heterogeneity is simulated by per-rank delays.
 
+The parameters themselves move through real process groups: under :mod:`sgl.comm` every subset
+of two or more workers gets a group at start-up (:func:`sgl.comm.new_group`, ``2^W - W - 1`` of
+them, so ``W <= 6``), and a closed group computes ``Σ_i w_i p_i`` with one ``all_reduce`` (sum)
+on its members' group, on the wire device of the backend (the GPU under NCCL). Without a process
+group (threads sharing a store, the tests) the parameters travel through the store instead.
+
 >>> import torch
 >>> [round(w, 3) for w in staleness_weights([3, 3, 1]).tolist()]   # weights 1, 1, 1/3
 [0.429, 0.429, 0.143]
 """
 from __future__ import annotations
 
+import itertools
 import json
 import pickle
 import time
 from datetime import timedelta
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -52,10 +60,17 @@ class PartialReduce:
             it, link every worker (union-find over their members, as Hetu's scheduler does), so
             no worker or clique drifts in isolation.  ``0`` turns this off.
         timeout: seconds a worker waits for its group.
+        transport: ``"group"`` (parameters through :mod:`sgl.comm` process groups; needs
+            ``sgl.comm`` initialised, ``world <= 6``), ``"store"`` (through the store), or
+            ``"auto"``: groups when ``sgl.comm`` is initialised, else the store.
     """
 
+    #: the largest world whose every subset gets a process group at start-up
+    MAX_GROUP_WORLD = 6
+
     def __init__(self, store: Any, rank: int, world: int, group_size: int, connect_every: int = 0,
-                 timeout: float = 60.0) -> None:
+                 timeout: float = 60.0, transport: str = "auto") -> None:
+        from sgl import comm
         self.world = check_int(world, "world size", 1)
         self.rank = check_int(rank, "rank", 0, world - 1)
         self.P = check_int(group_size, "partial-reduce group size P", 1)
@@ -65,6 +80,23 @@ class PartialReduce:
         self.connect_every = check_int(connect_every, "connect_every", 0)
         self.store, self.timeout = store, timeout
         self.groups: List[List[int]] = []
+        if transport not in ("auto", "group", "store"):
+            raise ConfigError(f"transport must be 'auto', 'group' or 'store', got {transport!r}")
+        if transport == "auto":
+            transport = "group" if comm.is_initialized() else "store"
+        if transport == "group":
+            if not comm.is_initialized() or comm.get_world_size() != self.world:
+                raise ConfigError("partial-reduce transport='group' needs sgl.comm initialised with "
+                                  f"{self.world} ranks (run the workers under sgl.comm.spawn)")
+            if self.world > self.MAX_GROUP_WORLD:
+                raise ConfigError(f"partial-reduce over process groups creates one group per subset of workers: "
+                                  f"world {self.world} > {self.MAX_GROUP_WORLD}; use transport='store'")
+        self.transport = transport
+        self._pgs: Dict[FrozenSet[int], Any] = {}
+        if transport == "group":   # collective creation: every rank, the same subsets in the same order
+            for n in range(2, self.world + 1):
+                for members in itertools.combinations(range(self.world), n):
+                    self._pgs[frozenset(members)] = comm.new_group(list(members))
 
     def _count(self, key: str) -> int:
         return int(self.store.add(key, 0))
@@ -98,8 +130,9 @@ class PartialReduce:
     def reduce(self, params: torch.Tensor, version: int) -> Tuple[torch.Tensor, int]:
         """Join the open group, post ``params``, wait for the group, return the weighted average."""
         deadline = time.monotonic() + self.timeout
-        flat = params.detach().cpu().contiguous()
-        payload = pickle.dumps((self.rank, int(version), flat.numpy().tobytes()))
+        flat = params.detach().contiguous()
+        data = b"" if self.transport == "group" else flat.cpu().numpy().tobytes()
+        payload = pickle.dumps((self.rank, int(version), data))
         while True:
             g = self._count("preduce/cur")
             cap = self.world if self._connecting(g) else self.P
@@ -137,13 +170,25 @@ class PartialReduce:
             self.store.set(f"preduce/m{g}", json.dumps(ranks))
         self.groups.append(ranks)
         w = staleness_weights([e[1] for e in entries])
-        dtype = flat.numpy().dtype
-        stacked = torch.stack([torch.from_numpy(np.frombuffer(e[2], dtype=dtype).copy()) for e in entries])
-        out = (w.to(stacked.dtype)[:, None] * stacked).sum(0).view_as(flat)
+        if self.transport == "group":
+            out = self._group_average(flat, ranks, float(w[pos]))
+        else:
+            dtype = flat.cpu().numpy().dtype
+            stacked = torch.stack([torch.from_numpy(np.frombuffer(e[2], dtype=dtype).copy()) for e in entries])
+            out = (w.to(stacked.dtype)[:, None] * stacked).sum(0).view_as(flat)
         if int(self.store.add(f"preduce/g{g}/read", 1)) == size:  # the last reader frees the payloads
             for k in keys:
                 self.store.delete_key(k)
         return out.to(params.device), max(e[1] for e in entries) + 1
+
+    def _group_average(self, flat: torch.Tensor, ranks: List[int], weight: float) -> torch.Tensor:
+        """``Σ_i w_i p_i`` over ``ranks``: one sum all-reduce of ``w_mine p_mine`` on their process group."""
+        from sgl import comm
+
+        if len(ranks) == 1:
+            return flat.clone()
+        buf = comm.to_wire(flat * weight, self._pgs[frozenset(ranks)])
+        return comm.all_reduce(buf, op="sum", group=self._pgs[frozenset(ranks)], timeout=self.timeout)
 
     def finish(self) -> None:
         """Tell the others this worker takes no more places (call once, after its last step)."""
@@ -162,11 +207,11 @@ def regression_problem(seed: int = 0, n: int = 512, d: int = 16) -> Tuple[torch.
 def _local_steps(rank: int, world: int, steps: int, delay: float, lr: float, seed: int, reduce) -> Dict[str, Any]:
     x, y = regression_problem(seed)
     xs, ys = x[rank::world], y[rank::world]
-    w = torch.zeros(x.shape[1], 1)
-    gen = torch.Generator().manual_seed(seed * 1000 + rank)
+    w = torch.zeros(x.shape[1], 1, device=x.device)
+    gen = torch.Generator(x.device).manual_seed(seed * 1000 + rank)
     curve, t0, version = [], time.perf_counter(), 0
     for _ in range(steps):
-        idx = torch.randint(0, len(xs), (32,), generator=gen)
+        idx = torch.randint(0, len(xs), (32,), generator=gen, device=x.device)
         grad = 2 * xs[idx].T @ (xs[idx] @ w - ys[idx]) / len(idx)
         time.sleep(delay)  # this rank's compute speed
         w, version = reduce(w - lr * grad, grad, version)
@@ -175,13 +220,14 @@ def _local_steps(rank: int, world: int, steps: int, delay: float, lr: float, see
 
 
 def preduce_worker(rank: int, world: int, group_size: int, steps: int, delays: Sequence[float], lr: float = 0.05,
-                   seed: int = 0, store: Any = None, connect_every: int = 0) -> Dict[str, Any]:
+                   seed: int = 0, store: Any = None, connect_every: int = 0,
+                   transport: str = "auto") -> Dict[str, Any]:
     """One worker of a partial-reduce run (under :func:`sgl.comm.spawn`, or threads with ``store``)."""
     if store is None:
         import torch.distributed as dist
 
         store = dist.distributed_c10d._get_default_store()
-    pr = PartialReduce(store, rank, world, group_size, connect_every)
+    pr = PartialReduce(store, rank, world, group_size, connect_every, transport=transport)
     out = _local_steps(rank, world, steps, delays[rank], lr, seed,
                        lambda w, g, v: pr.reduce(w, v))
     pr.finish()

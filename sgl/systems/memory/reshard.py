@@ -77,16 +77,17 @@ def layout_plan(layout: Union[str, Plan], world: int, cfg: ExecConfig) -> Plan:
 
 def _setup(rank: int, world: int, layout: Union[str, Plan], cfg: ExecConfig, seed: int):
     torch.manual_seed(seed)
-    model = build_tiny_lm(ExecConfig(**{**cfg.__dict__, "seed": seed}))
+    device = comm.wire_device()         # the backend's device: the rank's GPU under NCCL, the CPU under gloo
+    model = build_tiny_lm(ExecConfig(**{**cfg.__dict__, "seed": seed})).to(device)
     fingerprint = model_fingerprint(model, cfg.model)
     plan = layout_plan(layout, world, cfg)
-    setup = parallelize(model, plan, rank, world, torch.device("cpu"))
+    setup = parallelize(model, plan, rank, world, device)
     opt = torch.optim.Adam(setup.module.parameters(), lr=cfg.lr)
     return setup, opt, fingerprint
 
 
 def _train_step(setup: Any, opt: torch.optim.Optimizer, cfg: ExecConfig, step: int) -> float:
-    tokens = batch_for_step(cfg, step)
+    tokens = batch_for_step(cfg, step).to(comm.wire_device())
     part = tokens.chunk(setup.dp)[setup.dp_rank]
     loss = lm_loss(setup.module(part), part)
     loss.backward()
@@ -100,7 +101,7 @@ def _train_step(setup: Any, opt: torch.optim.Optimizer, cfg: ExecConfig, step: i
 
 
 def _eval_loss(setup: Any, cfg: ExecConfig, step: int) -> float:
-    tokens = batch_for_step(cfg, step)
+    tokens = batch_for_step(cfg, step).to(comm.wire_device())
     with torch.no_grad():
         return float(lm_loss(setup.module(tokens), tokens).item())
 

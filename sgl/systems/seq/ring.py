@@ -77,12 +77,12 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.
         raise ConfigError(f"rank {rank} holds {q.shape[0]} tokens; the packed batch of {int(cu[-1])} tokens "
                           f"over {world} ranks gives it {stop - start} (shard_bounds)")
     scale = q.shape[-1] ** -0.5 if scale is None else scale
-    q_idx = torch.arange(start, stop)
+    q_idx = torch.arange(start, stop, device=q.device)
     kv = torch.stack([k, v], dim=1)                       # [T_r, 2, H, d]: one transfer per step
     out = lse = None
     for step in range(world):
         src = (rank - step) % world
-        k_idx = torch.arange(*bounds[src])
+        k_idx = torch.arange(*bounds[src], device=q.device)
         o, l = attention_block(q, kv[:, 0], kv[:, 1], varlen_mask(cu, q_idx, k_idx, causal), scale)
         out, lse = (o, l) if out is None else merge_blocks(out, lse, o, l)
         if step < world - 1:

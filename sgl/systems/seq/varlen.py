@@ -47,7 +47,7 @@ def cu_seqlens(lengths: Union[Sequence[int], torch.Tensor]) -> torch.Tensor:
         raise ConfigError("cu_seqlens needs at least one document length")
     if bool((s < 1).any()):
         raise ConfigError(f"document lengths must be >= 1, got {s.tolist()}")
-    return torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(s, 0)])
+    return torch.cat([torch.zeros(1, dtype=torch.int64, device=s.device), torch.cumsum(s, 0)])
 
 
 def _check_cu(cu: torch.Tensor, total: int = -1) -> torch.Tensor:
@@ -62,12 +62,12 @@ def _check_cu(cu: torch.Tensor, total: int = -1) -> torch.Tensor:
 def document_ids(cu: torch.Tensor) -> torch.Tensor:
     """Document index of every packed token."""
     cu = _check_cu(cu)
-    return torch.repeat_interleave(torch.arange(cu.numel() - 1), cu[1:] - cu[:-1])
+    return torch.repeat_interleave(torch.arange(cu.numel() - 1, device=cu.device), cu[1:] - cu[:-1])
 
 
 def varlen_mask(cu: torch.Tensor, q_idx: torch.Tensor, k_idx: torch.Tensor, causal: bool = True) -> torch.Tensor:
-    """Boolean ``[len(q_idx), len(k_idx)]``: may query token ``q_idx[i]`` see key token ``k_idx[j]``."""
-    doc = document_ids(cu)
+    """Boolean ``[len(q_idx), len(k_idx)]`` on ``q_idx``'s device: may query token ``q_idx[i]`` see key token ``k_idx[j]``."""
+    doc = document_ids(cu).to(q_idx.device)
     allowed = doc[q_idx][:, None] == doc[k_idx][None, :]
     if causal:
         allowed &= k_idx[None, :] <= q_idx[:, None]
@@ -100,7 +100,7 @@ def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torc
         raise ConfigError(f"varlen_attention wants q, k, v of one shape [tokens, heads, head_dim], got "
                           f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     cu = _check_cu(cu, q.shape[0])
-    idx = torch.arange(q.shape[0])
+    idx = torch.arange(q.shape[0], device=q.device)
     mask = varlen_mask(cu, idx, idx, causal)
     out = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
                                          attn_mask=mask)

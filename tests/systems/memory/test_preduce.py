@@ -99,3 +99,25 @@ def test_partial_reduce_processes_beat_sync_with_one_slow_rank():
 
     # The fast ranks do not wait for the slow one: the target comes sooner than in lock-step.
     assert time_to_target(pr[0]["curve"]) < time_to_target(sync[0]["curve"])
+
+
+
+def _both_transports(rank, world):
+    import torch.distributed as dist
+    from torch.distributed import PrefixStore
+
+    base = dist.distributed_c10d._get_default_store()
+    return [preduce_worker(rank, world, 2, 4, [0.0, 0.0], store=PrefixStore(name, base), transport=name)
+            for name in ("group", "store")]
+
+
+def test_two_processes_on_process_groups_equal_the_store_transport():
+    # P = 2 of 2: every group is both ranks, so both transports average the same models
+    for g, s in comm.spawn(_both_transports, 2, timeout=120):
+        assert len(g["groups"]) == 4 and all(sorted(x) == [0, 1] for x in g["groups"] + s["groups"])
+        torch.testing.assert_close(g["w"], s["w"], rtol=1e-6, atol=1e-7)
+        assert [l for _, l in g["curve"]] == pytest.approx([l for _, l in s["curve"]], rel=1e-5)
+    with pytest.raises(ConfigError, match="needs sgl.comm initialised"):
+        PartialReduce(None, 0, 2, 2, transport="group")
+    with pytest.raises(ConfigError, match="transport must be"):
+        PartialReduce(None, 0, 2, 2, transport="tcp")

@@ -104,11 +104,11 @@ def test_pq_codes_new_tokens_leaving_the_window(qkv):
     assert index.codes.shape[1] == 600 - recent - sink
     assert torch.equal(index.codes[:, :396], before)                     # no retraining
     new = key[0, :, 400:600 - recent]
-    assert torch.equal(index.codes[:, 396:], index.encode(new))
+    assert index.codes.dtype == torch.uint8 and torch.equal(index.codes[:, 396:].long(), index.encode(new))
     # nearest centroid: no other code is closer in any sub-space
     cents = index.centroids                                              # [H, m, 2^b, d/m]
     sub = new.reshape(2, new.shape[1], cents.shape[1], -1)
-    chosen = cents[torch.arange(2)[:, None, None], torch.arange(cents.shape[1]), index.codes[:, 396:]]
+    chosen = cents[torch.arange(2)[:, None, None], torch.arange(cents.shape[1]), index.codes[:, 396:].long()]
     best = (sub.unsqueeze(3) - cents.unsqueeze(1)).pow(2).sum(-1).min(-1).values
     torch.testing.assert_close((sub - chosen).pow(2).sum(-1), best)
 

@@ -35,7 +35,7 @@ from typing import Iterator, List, Optional
 import torch
 
 from sgl.errors import ConfigError
-from sgl.systems.serving.kv.selectors import KVSelector, group_softmax_scores
+from sgl.systems.serving.kv.selectors import KVSelector, _grouped, group_softmax_scores
 from sgl.systems.serving.kv.tiered import gather_kv
 
 __all__ = ["kv_selection", "sparse_decode_attention", "gather_kv", "attend", "KVMetrics", "ATTN_NAME"]
@@ -118,21 +118,68 @@ def _record(metrics: KVMetrics, selector: KVSelector, query, key, value, attenti
         metrics.recall.append(float(mask[..., sink:t - recent].gather(-1, truth).float().mean()))
 
 
+def _tiered_decode(selector, layer, query, attention_mask, scaling):
+    """One decode step over a :class:`~.cache.PQKVCache` layer: PQ scores from the codes, selected
+    middle tokens fetched from the host tier, ``sink + selected + recent`` attended."""
+    t = layer.length
+    sink, recent, topk = selector.budget.split(t)
+    lo, hi = sink, t - recent
+    b, hkv, _, d = layer.recent_k.shape
+    dev = layer.recent_k.device
+    if layer.sink != lo or layer.offloaded != hi - lo:
+        raise ConfigError(f"PQKVCache tiers out of step with the budget at {t} tokens (a cache reused "
+                          f"across prompts? build one per generate() call)")
+    if topk >= hi - lo:
+        pos = torch.arange(lo, hi, device=dev).expand(b, hkv, hi - lo)
+    elif topk > 0:
+        scores = selector.pq_scores(layer.layer_idx, _grouped(query, hkv), lo, hi)
+        pos = scores.topk(topk, dim=-1).indices.sort(-1).values + lo
+    else:
+        pos = torch.empty(b, hkv, 0, dtype=torch.long, device=dev)
+    k_mid, v_mid = layer.fetch(pos)
+    k = torch.cat([layer.sink_k, k_mid, layer.recent_k], 2)
+    v = torch.cat([layer.sink_v, v_mid, layer.recent_v], 2)
+    index = torch.cat([torch.arange(lo, device=dev).expand(b, hkv, lo), pos,
+                       torch.arange(hi, t, device=dev).expand(b, hkv, t - hi)], -1)
+    valid = torch.ones_like(index, dtype=torch.bool)
+    out, _ = attend(query, k, v, index, valid, scaling, attention_mask, t)
+    return out
+
+
+def _tier(selector, module, key):
+    """The :class:`~.cache.PQKVCache` layer that handed the hook ``key``, or None (a full cache)."""
+    cache = getattr(selector, "kv_cache", None)
+    if cache is None or module.layer_idx >= len(cache.layers):
+        return None
+    layer = cache.layers[module.layer_idx]
+    return layer if key is layer.keys or key is layer.recent_k else None
+
+
 def _attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
     hook = getattr(module, "_sgl_kv_hook", None)
     groups = query.shape[1] // key.shape[1]
+    tier = _tier(hook.selector, module, key) if hook is not None else None
+    if tier is not None and hook.metrics is not None:
+        raise ConfigError("KVMetrics compares with exact attention over the full KV, which a PQKVCache does not "
+                          "hold: measure with the model's own cache")
     if hook is None or query.shape[2] > 1:
         out, weights = _eager(query, key, value, attention_mask, scaling, groups)
         if hook is not None and key.shape[2] == query.shape[2]:     # a fresh prompt: the selector sees it
             hook.selector.prefill(module.layer_idx, query, key, weights)
+            if tier is not None:
+                tier.settle()          # the middle tokens leave the device
         return out.transpose(1, 2).contiguous(), weights
+    if tier is not None:
+        out = _tiered_decode(hook.selector, tier, query, attention_mask, scaling)
+        return out.transpose(1, 2).contiguous(), None
     selector, metrics = hook.selector, hook.metrics
     mask = selector.select(module.layer_idx, query, key)
     k, v, index, valid = selector.gather(module.layer_idx, key, value, mask)   # PQCache: via its KV tiers
     out, probs = attend(query, k, v, index, valid, scaling, attention_mask, key.shape[2])
     b, hkv, n = index.shape
     grouped = probs.reshape(b, hkv, groups, n).float().sum(2) * valid
-    selector.observe(module.layer_idx, mask, torch.zeros(b, hkv, key.shape[2]).scatter_add_(-1, index, grouped))
+    seen = torch.zeros(b, hkv, key.shape[2], device=key.device).scatter_add_(-1, index, grouped)
+    selector.observe(module.layer_idx, mask, seen)
     if metrics is not None:
         _record(metrics, selector, query, key, value, attention_mask, scaling, mask, out)
     return out.transpose(1, 2).contiguous(), None
@@ -165,6 +212,8 @@ def kv_selection(model, selector: KVSelector, metrics: Optional[KVMetrics] = Non
     """Run ``model`` (forward or ``generate()``) with ``selector`` choosing each decode step's KV.
 
     The selector is reset on entry; the model's attention implementation is restored on exit.
+    With ``cache=PQKVCache.for_model(model, selector)`` (passed to ``generate()`` or the forward)
+    only the sink, recent and selected tokens' KV are on the device (:mod:`~.cache`).
     """
     if not isinstance(selector, KVSelector):
         raise ConfigError(f"selector must be a KVSelector (see make_selector), got {type(selector).__name__}")
@@ -175,9 +224,11 @@ def kv_selection(model, selector: KVSelector, metrics: Optional[KVMetrics] = Non
     for m in modules:
         m._sgl_kv_hook = _Hook(selector, metrics)
     model.set_attn_implementation(ATTN_NAME)
+    selector.active = True
     try:
         yield selector
     finally:
+        selector.active = False
         model.set_attn_implementation(previous)
         for m in modules:
             del m._sgl_kv_hook

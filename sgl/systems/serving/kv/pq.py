@@ -10,8 +10,8 @@ is stored as its ``m`` centroid ids. At decode the query's sub-vectors give a ta
 >>> g = torch.Generator().manual_seed(0)
 >>> keys = torch.randn(2, 300, 8, generator=g)
 >>> index = PQIndex.fit(keys, num_subvectors=2, bits=4)
->>> index.codes.shape, index.centroids.shape
-(torch.Size([2, 300, 2]), torch.Size([2, 2, 16, 4]))
+>>> index.codes.shape, index.codes.dtype, index.centroids.shape      # codes: one byte per id (b <= 8)
+(torch.Size([2, 300, 2]), torch.uint8, torch.Size([2, 2, 16, 4]))
 >>> q = torch.randn(2, 1, 8, generator=g)
 >>> approx, exact = index.scores(q), q @ keys.transpose(1, 2)     # [heads, 1, tokens]
 >>> bool(torch.corrcoef(torch.stack([approx.flatten(), exact.flatten()]))[0, 1] > 0.8)
@@ -28,7 +28,12 @@ import torch
 from sgl._checks import check_int
 from sgl.errors import ConfigError
 
-__all__ = ["PQIndex", "check_subvectors"]
+__all__ = ["PQIndex", "check_subvectors", "code_dtype"]
+
+
+def code_dtype(bits: int) -> torch.dtype:
+    """The smallest integer dtype holding a ``bits``-bit centroid id (uint8 up to 8 bits)."""
+    return torch.uint8 if bits <= 8 else torch.int16 if bits <= 15 else torch.int32
 
 
 def check_subvectors(num_subvectors: int, head_dim: int) -> int:
@@ -53,9 +58,12 @@ def _faiss():
 class PQIndex:
     """PQ codebooks and codes of the keys of several heads.
 
+    Both live on the device of the keys they were fitted on (faiss trains on a host copy).
+
     Attributes:
         centroids: ``[H, m, 2^b, d/m]`` float32.
-        codes: ``[H, T, m]`` int64 centroid ids of the ``T`` coded tokens.
+        codes: ``[H, T, m]`` centroid ids of the ``T`` coded tokens, in :func:`code_dtype` (one
+            byte per id for ``b <= 8``; widened to int64 only inside :meth:`scores`).
     """
 
     centroids: torch.Tensor
@@ -84,7 +92,12 @@ class PQIndex:
             pq.train(x)
             cents.append(faiss.vector_to_array(pq.centroids).reshape(m, 2 ** bits, dim // m))
             codes.append(_unpack(pq, x))
-        return cls(torch.from_numpy(np.stack(cents)), torch.from_numpy(np.stack(codes)))
+        dev = keys.device
+        return cls(torch.from_numpy(np.stack(cents)).to(dev), torch.from_numpy(np.stack(codes)).to(dev, code_dtype(bits)))
+
+    def nbytes(self) -> int:
+        """Bytes of the codebooks and codes."""
+        return self.centroids.numel() * self.centroids.element_size() + self.codes.numel() * self.codes.element_size()
 
     @property
     def num_subvectors(self) -> int:
@@ -102,7 +115,7 @@ class PQIndex:
     def append(self, keys: torch.Tensor) -> None:
         """Code ``keys [H, n, d]`` (tokens leaving the recent window) and add them to the index."""
         if keys.shape[1]:
-            self.codes = torch.cat([self.codes, self.encode(keys)], dim=1)
+            self.codes = torch.cat([self.codes, self.encode(keys).to(self.codes.dtype)], dim=1)
 
     def scores(self, queries: torch.Tensor) -> torch.Tensor:
         """Approximate ``<q, k_t>`` ``[H, G, T]`` for queries ``[H, G, d]`` (G query heads per KV head)."""
@@ -110,7 +123,7 @@ class PQIndex:
         m, ksub, dsub = self.centroids.shape[1:]
         sub = queries.to(torch.float32).reshape(h, g, m, dsub)
         table = torch.einsum("hgmd,hmcd->hgmc", sub, self.centroids)          # [H, G, m, 2^b]
-        codes = self.codes.permute(0, 2, 1).unsqueeze(1).expand(h, g, m, -1)  # [H, G, m, T]
+        codes = self.codes.long().permute(0, 2, 1).unsqueeze(1).expand(h, g, m, -1)  # [H, G, m, T]
         return table.gather(3, codes).sum(2)
 
 

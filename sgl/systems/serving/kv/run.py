@@ -8,6 +8,7 @@ full attention on the same contexts (a CPU calibration, not a GPU figure).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
@@ -21,7 +22,7 @@ from sgl.systems.serving.kv.pq import check_subvectors
 from sgl.systems.serving.kv.selectors import METHODS, make_selector
 from sgl.systems.serving.lm import TinyLlamaSpec, train_tiny_llama
 
-__all__ = ["KVBenchConfig", "run_kv_bench"]
+__all__ = ["KVBenchConfig", "run_kv_bench", "kv_memory"]
 
 
 @dataclass
@@ -118,3 +119,41 @@ def run_kv_bench(cfg: KVBenchConfig) -> Dict[str, Any]:
             "model": {"layers": cfg.spec.layers, "heads": cfg.spec.heads, "kv_heads": cfg.spec.kv_heads,
                       "hidden": cfg.spec.hidden_size, "train_steps": cfg.train_steps, "context": cfg.context,
                       "steps": cfg.steps, "contexts": cfg.contexts}}
+
+
+@torch.no_grad()
+def kv_memory(model: Any, ids: torch.Tensor, budgets: Sequence[float] = (0.1,), steps: int = 16,
+              **options: Any) -> List[Dict[str, Any]]:
+    """Device KV bytes of :class:`~.cache.PQKVCache` against the full ``DynamicCache`` on one greedy ``generate()``.
+
+    For each budget both runs use a PQCache selector with ``options``; the rows hold the bytes
+    measured from the caches' tensors after ``steps`` new tokens, their ratio, and whether the
+    generated ids are equal (today's selection over a full cache vs the tiered cache).
+    """
+    from transformers import DynamicCache
+
+    from sgl.systems.serving.kv.cache import PQKVCache, kv_cache_bytes
+    from sgl.systems.serving.kv.hook import kv_selection
+
+    ids = torch.as_tensor(ids)
+    ids = ids.reshape(1, -1) if ids.dim() == 1 else ids
+    kw = dict(max_new_tokens=check_int(steps, "steps", minimum=1), do_sample=False, pad_token_id=0)
+    rows = []
+    for budget in budgets:
+        sel = make_selector("pqcache", budget, **options)
+        with kv_selection(model, sel):
+            full = DynamicCache()
+            start = time.perf_counter()
+            old = model.generate(ids, cache=full, **kw)
+            old_s = time.perf_counter() - start
+        sel = make_selector("pqcache", budget, **options)
+        with kv_selection(model, sel):
+            tiered = PQKVCache.for_model(model, sel)
+            start = time.perf_counter()
+            new = model.generate(ids, cache=tiered, **kw)
+            new_s = time.perf_counter() - start
+        full_bytes = kv_cache_bytes(full)
+        rows.append({"budget": budget, "full_bytes": full_bytes, "device_bytes": tiered.device_bytes(),
+                     "host_bytes": tiered.host_bytes(), "ratio": tiered.device_bytes() / full_bytes,
+                     "equal": bool(torch.equal(old, new)), "full_cache_s": old_s, "tiered_s": new_s})
+    return rows

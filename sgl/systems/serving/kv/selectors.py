@@ -66,6 +66,8 @@ class KVSelector:
     def __init__(self, budget: Union[KVBudget, float] = 0.1, *, sink: int = 4, recent_ratio: float = 0.5):
         self.budget = budget if isinstance(budget, KVBudget) else KVBudget(budget, sink, recent_ratio)
         self.state: Dict[int, dict] = {}
+        self.active = False         # inside kv_selection (set by the hook)
+        self.kv_cache = None        # a PQKVCache built for this selector, if any
 
     def reset(self) -> None:
         """Forget every layer's state (call between prompts)."""
@@ -163,7 +165,12 @@ class PQCacheSelector(KVSelector):
         coded = index.codes.shape[1]
         if lo + coded < hi:   # tokens that left the recent window get codes (no retraining)
             index.append(key[:, :, lo + coded:hi].reshape(b * hkv, hi - lo - coded, d))
-        approx = index.scores(q.reshape(b * hkv, q.shape[2], d)).reshape(b, hkv, q.shape[2], -1)
+        return self.pq_scores(layer, q, lo, hi)
+
+    def pq_scores(self, layer: int, q: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
+        """Softmax-ed PQ scores ``[B, Hkv, hi - lo]`` of the coded middle tokens for grouped ``q [B, Hkv, G, d]``."""
+        b, hkv, g, d = q.shape
+        approx = self.state[layer]["index"].scores(q.reshape(b * hkv, g, d)).reshape(b, hkv, g, -1)
         return group_softmax_scores(approx[..., : hi - lo] / math.sqrt(d))
 
     def gather(self, layer, key, value, mask):

@@ -9,17 +9,22 @@ adapter active* (so the base is fitted to the activations every adapter produces
 quantized base then serves all adapters. Adding a task needs a calibration pass over the new
 task only: the ``H_t`` of the old tasks are kept, the sum is updated and every layer is
 re-quantized from the float weights (:meth:`MultiTaskQuantizer.add_task` + :meth:`quantize`).
-Embeddings and the output head stay in floating point.
+Embeddings and the output head stay in floating point. :meth:`MultiTaskQuantizer.packed_model`
+returns the served form: every base linear replaced by an :class:`~.int4.Int4Linear` (packed
+int4 codes, fp16 group scales, int4 zeros), with no float copy of the quantized weights.
 """
 from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+import copy
+
 import torch
 
 from sgl._checks import check_choice, check_int
 from sgl.errors import ConfigError
-from sgl.systems.serving.lora.gptq import gptq, quantized_bytes, rtn
+from sgl.systems.serving.lora.gptq import gptq, gptq_codes, quantized_bytes, rtn
+from sgl.systems.serving.lora.int4 import Int4Linear
 
 __all__ = ["MultiTaskQuantizer", "quantizable_linears"]
 
@@ -113,6 +118,26 @@ class MultiTaskQuantizer:
             q = (gptq(w, hs[n], self.bits, self.group_size, damp=self.damp) if method == "gptq"
                  else rtn(w, self.bits, self.group_size))
             m.weight.copy_(q)
+
+    @torch.no_grad()
+    def packed_model(self, tasks: Optional[Sequence[str]] = None) -> torch.nn.Module:
+        """A copy of the model whose base linears are :class:`~.int4.Int4Linear` (4-bit GPTQ with the tasks' Hessian).
+
+        Its forward equals the model's after :meth:`quantize` with the same tasks (the packed
+        weights decode to the dequantized GPTQ weights exactly). The original model is untouched.
+        """
+        if self.bits != 4:
+            raise ConfigError(f"packed_model stores int4 codes: bits must be 4, got {self.bits}")
+        hs = self.hessian(tasks)
+        model = copy.deepcopy(self.model)      # the base linears' weights are replaced below, never kept
+        for name in self.layers:
+            parent_name, _, attr = name.rpartition(".")
+            parent = model.get_submodule(parent_name) if parent_name else model
+            lin = getattr(parent, attr)
+            _, codes, scales, zeros = gptq_codes(self.float_weights[name], hs[name], 4, self.group_size,
+                                                 damp=self.damp)
+            setattr(parent, attr, Int4Linear.from_codes(codes, scales, zeros, self.group_size, lin.bias))
+        return model
 
     @torch.no_grad()
     def restore(self) -> None:

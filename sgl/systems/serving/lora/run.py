@@ -93,6 +93,43 @@ def _step_costs(model, tok_len: int, rows=None, repeats: int = 5) -> Dict[str, f
     return {"step_s": max(t1 - c, 1e-6), "per_request_s": c, "prefill_s_per_token": prefill}
 
 
+@torch.no_grad()
+def _packed(q: MultiTaskQuantizer, model, held, ref) -> Dict[str, Any]:
+    """The int4-packed base (4-bit only): bytes from its buffers vs bf16, KL, equality with the dequantized base."""
+    from sgl.systems.serving.lora.int4 import Int4Linear
+
+    if q.bits != 4:
+        return {}
+
+    def one(group_size: int, compare: bool) -> Dict[str, Any]:
+        keep, q.group_size = q.group_size, group_size
+        try:
+            packed = q.packed_model()
+        finally:
+            q.group_size = keep
+        lins = [m for m in packed.modules() if isinstance(m, Int4Linear)]
+        res = {"group_size": group_size, "bytes": sum(m.nbytes() for m in lins),
+               "bf16_bytes": sum(2 * m.in_features * m.out_features for m in lins), "kl_vs_float": {}}
+        equal = True
+        for t in held:
+            packed.set_adapter(t)
+            logits = packed(input_ids=held[t]).logits.float()
+            logp = torch.log_softmax(logits, -1)
+            res["kl_vs_float"][t] = float(torch.nn.functional.kl_div(logp, ref[t], log_target=True,
+                                                                     reduction="none").sum(-1).mean())
+            if compare:
+                model.set_adapter(t)
+                equal &= bool(torch.equal(logits, model(input_ids=held[t]).logits.float()))
+        if compare:
+            res["logits_equal"] = equal
+        return res
+
+    out = one(q.group_size, True)
+    out["other_groups"] = {g: one(g, False) for g in (64, 128) if g != q.group_size
+                           and all(m.in_features % g == 0 for m in q.layers.values())}
+    return out
+
+
 def run_lora_bench(cfg: LoRABenchConfig) -> Dict[str, Any]:
     from sgl.systems.text import encode_corpus, lm_blocks
 
@@ -150,6 +187,7 @@ def run_lora_bench(cfg: LoRABenchConfig) -> Dict[str, Any]:
     quant, fp16 = q.memory_bytes()
     result["memory_bytes"] = {"shared_quantized": quant, "per_task_quantized": quant * len(blocks),
                               "float16_base": fp16}
+    result["packed_int4"] = _packed(q, model, held, ref)
     result["incremental"] = {"calibration_s_per_task": calib_s / len(blocks), "quantize_s": quant_s}
     # the scheduler, on requests with real output lengths (tokens of the next text unit of the task)
     costs = _step_costs(model, 64)
