@@ -1,8 +1,10 @@
 """What one execution runs: :class:`ExecConfig` and the deterministic inputs it implies.
 
-Every rank builds the same initial weights (:func:`build_tiny_lm`) and the same global batch
-of each step (:func:`batch_for_step`) from the seed, so a parallel run's losses can be
-compared with the single-process reference.
+Every rank builds the same initial weights (:func:`build_tiny_lm`, or
+:func:`~sgl.systems.runtime.models.build_model` for any ``arch``) and the same global batch of
+each step (:func:`batch_for_step`) from the seed, so a parallel run's losses can be compared
+with the single-process reference.  Batches are drawn from a seeded host generator (the same
+numbers on every backend) and land on ``device``.
 
 >>> cfg = ExecConfig(global_bsz=4)
 >>> bool((batch_for_step(cfg, 0) == batch_for_step(cfg, 0)).all()), batch_for_step(cfg, 0).shape[0]
@@ -19,12 +21,22 @@ import torch
 from sgl.systems.parallel.model import TransformerConfig, get_model_config
 from sgl.systems.runtime.tiny_lm import TinyLM
 
-__all__ = ["ExecConfig", "batch_for_step", "build_tiny_lm"]
+__all__ = ["ExecConfig", "SCHEDULES", "batch_for_step", "build_tiny_lm"]
+
+#: Pipeline schedules of :mod:`torch.distributed.pipelining` the executor runs ("" = the plan's pipeline_type).
+SCHEDULES = ("", "1f1b", "gpipe", "interleaved-1f1b", "zero-bubble")
 
 
 @dataclass
 class ExecConfig:
-    """Model preset, steps, batch and optimiser of an execution."""
+    """Model preset and implementation, steps, batch, optimiser and pipeline schedule of an execution.
+
+    ``model`` names the shapes (a :func:`~sgl.systems.parallel.get_model_config` preset) and
+    ``arch`` the implementation: ``"tiny"`` (:class:`TinyLM`) or ``"hf-llama"`` (``transformers``'
+    ``LlamaForCausalLM`` with those shapes).  ``schedule`` overrides the plan's
+    ``pipeline_type`` with a :mod:`torch.distributed.pipelining` schedule; the interleaved ones
+    run ``virtual_stages`` stages per rank.
+    """
 
     model: str = "tiny"
     steps: int = 4
@@ -33,16 +45,20 @@ class ExecConfig:
     lr: float = 1e-3
     seed: int = 0
     threads: int = 1
+    arch: str = "tiny"
+    schedule: str = ""
+    virtual_stages: int = 2
 
     def model_config(self) -> TransformerConfig:
         return get_model_config(self.model)
 
 
-def batch_for_step(cfg: ExecConfig, step: int) -> torch.Tensor:
-    """The global batch of step ``step`` (same on every rank)."""
+def batch_for_step(cfg: ExecConfig, step: int, device: torch.device | None = None) -> torch.Tensor:
+    """The global batch of step ``step`` (same on every rank), on ``device``."""
     mc = cfg.model_config()
     gen = torch.Generator().manual_seed(cfg.seed * 100_003 + step)
-    return torch.randint(0, mc.vocab_size, (cfg.global_bsz, mc.seq_length), generator=gen)
+    tokens = torch.randint(0, mc.vocab_size, (cfg.global_bsz, mc.seq_length), generator=gen)
+    return tokens if device is None else tokens.to(device)
 
 
 def build_tiny_lm(cfg: ExecConfig) -> TinyLM:

@@ -1,9 +1,10 @@
 """Plans the executor builds and the checks a plan passes before any process starts.
 
 :func:`make_plan` gives uniform ``dp`` / ``sdp`` / ``tp`` / ``pp`` plans for tests and
-calibration; :func:`check_plan` raises :class:`~sgl.errors.PlanError` for a plan the executor
-cannot run (wrong world size or layer count, mixed TP degrees, ZeRO-3 with TP, Ulysses SP,
-context parallelism, ...).
+calibration; :func:`check_plan` raises :class:`~sgl.errors.PlanError` naming the dimension of a
+plan the executor cannot run (wrong world size or layer count, mixed TP degrees, Ulysses SP,
+context parallelism, an OSDP split on a replicated layer, ...) and :func:`check_model` the
+degrees the built model's heads or widths do not divide.
 
 >>> from sgl.systems.runtime.config import ExecConfig
 >>> plan = make_plan("pp", 2, ExecConfig())
@@ -17,9 +18,11 @@ from sgl.errors import PlanError
 from sgl.systems.parallel.config_io import Plan
 from sgl.systems.parallel.partition import even_division
 from sgl.systems.parallel.space import Strategy
-from sgl.systems.runtime.config import ExecConfig
+from sgl.systems.runtime.config import SCHEDULES, ExecConfig
+from sgl.systems.runtime.models import Decoder
+from sgl.systems.runtime.pipeline import stage_layers
 
-__all__ = ["make_plan", "check_plan"]
+__all__ = ["make_plan", "check_model", "check_plan"]
 
 
 def make_plan(kind: str, world_size: int, cfg: ExecConfig, *, ckpt: bool = False) -> Plan:
@@ -40,7 +43,10 @@ def make_plan(kind: str, world_size: int, cfg: ExecConfig, *, ckpt: bool = False
 
 
 def check_plan(plan: Plan, world: int, cfg: ExecConfig) -> None:
-    """Raise :class:`PlanError` unless ``world`` processes of the executor can run ``plan``."""
+    """Raise :class:`PlanError` unless ``world`` processes of the executor can run ``plan`` as it is.
+
+    The message names the plan dimension at fault; nothing is ever run as a different plan.
+    """
     mc = cfg.model_config()
     if plan.num_devices != world:
         raise PlanError(f"plan is for {plan.num_devices} devices but {world} processes run it")
@@ -48,29 +54,50 @@ def check_plan(plan: Plan, world: int, cfg: ExecConfig) -> None:
         raise PlanError(f"plan has {len(plan.strategies)} layers, model {mc.name!r} has {mc.num_layers}")
     if plan.global_bsz % plan.chunks:
         raise PlanError(f"global_bsz {plan.global_bsz} is not divisible by chunks {plan.chunks}")
+    if plan.pp > mc.num_layers or len(plan.pp_division) != plan.pp or sum(plan.pp_division) != mc.num_layers \
+            or min(plan.pp_division) < 1:
+        raise PlanError(f"pipeline parallelism: pp={plan.pp} with pp_division {plan.pp_division} does not split the "
+                        f"{mc.num_layers} layers of {mc.name!r} into pp stages of at least one layer each")
+    if cfg.schedule not in SCHEDULES:
+        raise PlanError(f"pipeline schedule {cfg.schedule!r} is not one of {[x for x in SCHEDULES if x]}")
+    if plan.pp > 1:
+        stage_layers(plan, cfg)
     tps = {s.tp for s in plan.strategies}
-    if plan.pp > 1 and (plan.pp != world or tps != {1}):
-        raise PlanError("the executor runs pipeline plans with pp = world size and tp = 1 "
-                        f"(got pp={plan.pp}, tp={sorted(tps)} on {world} processes)")
-    if len(tps) > 1 or world % next(iter(tps)):
-        raise PlanError(f"the executor runs one TP degree dividing the world size {world} for all layers; "
-                        f"got {sorted(tps)}")
-    if tps != {1}:
-        if any(s.sdp for s in plan.strategies) or plan.embed_sdp:
-            raise PlanError("the executor does not combine ZeRO-3 with tensor parallelism yet; "
-                            "use dp_types_enc=0 on TP layers")
-        if len({s.tp_consec for s in plan.strategies}) > 1:
-            raise PlanError("the executor needs the same tp_consecutive_flags on every layer")
-    if any(c > 1 for c in plan.layer_cp()) or plan.vcp > 1 or plan.vsp:
-        raise PlanError("the executor does not run context parallelism (cp_sizes_enc, vcp) or a Ulysses "
-                        "embedding/head (vsp=1)")
-    if plan.default_dp_type == "zero3":
-        raise PlanError("the executor reads ZeRO-3 from dp_types_enc / vocab_sdp only; a plan with "
-                        "default_dp_type='zero3' needs dp_types_enc=1 on its layers and vocab_sdp=1 instead")
+    if len(tps) > 1 or world % (plan.pp * next(iter(tps))):
+        raise PlanError(f"tensor parallelism: the executor runs one TP degree dividing the {world // plan.pp} "
+                        f"devices of a stage for all layers; got {sorted(tps)} (layer-wise TP transitions are not run)")
+    tp = next(iter(tps))
+    if len({s.tp_consec for s in plan.strategies}) > 1:
+        raise PlanError("tensor parallelism: the executor needs the same tp_consecutive_flags on every layer")
+    if plan.vtp not in (1, tp):
+        raise PlanError(f"vocabulary tensor parallelism: vtp={plan.vtp} must be 1 or the layers' TP degree {tp}")
+    if any(c > 1 for c in plan.layer_cp()) or plan.vcp > 1:
+        raise PlanError("context parallelism (cp_sizes_enc / vcp > 1): the executor does not run ring or Ulysses "
+                        "context parallelism on decoder layers; search with cp=1")
+    if plan.vsp or any(s.sp for s in plan.strategies):
+        raise PlanError("Ulysses sequence parallelism (use_sp=1 / vsp=1): the executor does not run it on decoder "
+                        "layers; search with --sp-space tp (Megatron TP)")
     for s in plan.strategies:
-        if s.sp:
-            raise PlanError("the executor does not run Ulysses sequence parallelism (use_sp=1) yet")
-        mc.check_tp(s.tp, vocab_tp=1)
-    for s in plan.strategies:
+        mc.check_tp(s.tp, vocab_tp=plan.vtp)
+        if s.split > 1 and not (s.sdp or plan.default_dp_type == "zero3"):
+            raise PlanError(f"OSDP operator split: split={s.split} on a layer without ZeRO-3 (dp_types_enc=0); "
+                            "OSDP splits sharded layers only")
+        if s.split > 1 and s.tp > 1:
+            raise PlanError(f"OSDP operator split: split={s.split} together with tensor parallelism tp={s.tp} is "
+                            "not run; choose one of them for the layer")
+        for width in (mc.hidden_size, mc.ffn_hidden_size):
+            if width % s.split:
+                raise PlanError(f"OSDP operator split: split={s.split} does not divide the layer width {width}")
         if (plan.global_bsz // plan.chunks) % s.dp:
-            raise PlanError(f"micro-batch {plan.global_bsz // plan.chunks} is not divisible by dp={s.dp}")
+            raise PlanError(f"data parallelism: micro-batch {plan.global_bsz // plan.chunks} is not divisible by "
+                            f"dp={s.dp}")
+
+
+def check_model(plan: Plan, decoder: Decoder) -> None:
+    """Raise :class:`PlanError` when the built model's heads / KV heads / MLP width do not split ``plan``'s TP."""
+    if len(decoder.layers) != len(plan.strategies):
+        raise PlanError(f"plan has {len(plan.strategies)} layers, the model has {len(decoder.layers)}")
+    tp = plan.strategies[0].tp
+    for name, size in decoder.dims().items():
+        if size % tp:
+            raise PlanError(f"tensor parallelism: the model's {name}={size} is not divisible by tp={tp}")

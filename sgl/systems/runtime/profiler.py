@@ -26,6 +26,7 @@ import torch
 import torch.nn as nn
 
 from sgl import comm
+from sgl.device import get_device
 from sgl.errors import PlanError
 from sgl.systems.parallel.model import TransformerConfig, get_model_config
 from sgl.systems.parallel.profiles import (PROFILE_LAYOUTS, HardwareProfile, ModelProfile, save_hardware_profile,
@@ -59,7 +60,7 @@ def _saved_per_sample(fn, params: Sequence[torch.Tensor], batch: int) -> float:
     return counter.peak / batch / _MB
 
 
-def _time_per_sample(fn, batch: int, repeats: int, device: torch.device = torch.device("cpu")) -> float:
+def _time_per_sample(fn, batch: int, repeats: int, device: torch.device) -> float:
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     fn()  # warm-up
     samples = []
@@ -73,9 +74,12 @@ def _time_per_sample(fn, batch: int, repeats: int, device: torch.device = torch.
 
 
 def profile_model(model: str | TransformerConfig = "tiny", batch_size: int = 4, repeats: int = 5,
-                  max_tp: int = 8, threads: int = 1, device: str = "cpu",
+                  max_tp: int = 8, threads: int = 1, device: str | torch.device | None = None,
                   dtype: torch.dtype = torch.float32) -> ModelProfile:
-    """Profile one layer and the embedding/head of ``model`` on this process's device (CPU here).
+    """Profile one layer and the embedding/head of ``model`` on ``device``.
+
+    ``device`` resolves as :func:`sgl.device.get_device` does (``None``: ``$SGL_DEVICE``, else
+    CUDA when available, else the CPU).
 
     ``threads`` is the torch thread count to time with; use what each training process will use
     (the executor defaults to 1), otherwise the forward time does not describe the run.
@@ -86,7 +90,7 @@ def profile_model(model: str | TransformerConfig = "tiny", batch_size: int = 4, 
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        return _profile_model(cfg, batch_size, repeats, max_tp, torch.device(device), dtype)
+        return _profile_model(cfg, batch_size, repeats, max_tp, get_device(device), dtype)
     finally:
         torch.set_num_threads(previous)
 
@@ -143,7 +147,8 @@ def _profile_model(cfg: TransformerConfig, batch_size: int, repeats: int, max_tp
 def _hardware_worker(rank: int, world: int, size_mb: float, repeats: int) -> Tuple[float, float, float]:
     torch.set_num_threads(1)
     numel = int(size_mb * _MB / 4)
-    data = torch.ones(numel)
+    device = comm.wire_device()         # the rank's GPU under NCCL, the CPU under gloo
+    data = torch.ones(numel, device=device)
     comm.all_reduce(data.clone())  # warm-up
     times = []
     for _ in range(repeats):
@@ -163,7 +168,7 @@ def _hardware_worker(rank: int, world: int, size_mb: float, repeats: int) -> Tup
         p2p_times.append(time.perf_counter() - started)
     t_p2p = statistics.median(p2p_times)
     # Overlap: the same matmuls alone, then with an all-reduce running in another thread.
-    a = torch.randn(384, 384)
+    a = torch.randn(384, 384, device=device)
 
     def compute() -> float:
         started = time.perf_counter()
@@ -212,7 +217,8 @@ def _hardware_from(results, world_size: int, size_mb: float) -> HardwareProfile:
 def _cluster_worker(rank: int, world: int, cfg: TransformerConfig, batch_size: int, repeats: int,
                     threads: int, size_mb: float):
     """One process of :func:`profile_to_dir`: layer timing (all ranks at once), then the links."""
-    prof = profile_model(cfg, batch_size=batch_size, repeats=repeats, threads=threads, max_tp=1)
+    prof = profile_model(cfg, batch_size=batch_size, repeats=repeats, threads=threads, max_tp=1,
+                         device=comm.wire_device())
     return (prof.fwd_ms, prof.other_fwd_ms), _hardware_worker(rank, world, size_mb, repeats)
 
 

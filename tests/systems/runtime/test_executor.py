@@ -39,7 +39,7 @@ def test_two_process_plans_match_single_process_loss():
 
 @pytest.mark.parametrize("plan,match", [
     (Plan(1, 2, 1, [4], 2, 8, [Strategy(1, 2, 1, sp=True)] * 4), "Ulysses"),
-    (Plan(1, 4, 2, [2, 2], 2, 8, [Strategy(2, 2, 1)] * 4), "pipeline plans"),
+    (Plan(1, 2, 2, [4, 0], 2, 8, [Strategy(2, 1, 1)] * 4), "pipeline parallelism: pp=2"),
     (Plan(1, 2, 1, [4], 2, 8, [Strategy(1, 2, 1), Strategy(1, 1, 2)] * 2), "one TP degree"),
     (Plan(1, 2, 1, [3], 2, 8, [Strategy(1, 1, 2)] * 3), "3 layers"),
     (Plan(1, 2, 1, [4], 3, 8, [Strategy(1, 1, 2)] * 4), "not divisible by chunks"),
@@ -69,15 +69,11 @@ def test_tp_times_dp_on_four_processes_matches_single_process():
             assert report["losses"] == pytest.approx(reference, rel=1e-4, abs=1e-5)
 
 
-def test_zero3_with_tp_is_refused():
-    with pytest.raises(PlanError, match="ZeRO-3 with tensor parallelism"):
-        run_plans([Plan(1, 4, 1, [4], 1, 8, [Strategy(1, 2, 2, sdp=True)] * 4)], CFG)
-
-
 @pytest.mark.parametrize("change,match", [
     (dict(cp_sizes=[2] * 4), "context parallelism"),
-    (dict(vsp=True), "Ulysses embedding"),
-    (dict(default_dp_type="zero3"), "default_dp_type='zero3'"),
+    (dict(vcp=2), "context parallelism"),
+    (dict(vsp=True), "Ulysses sequence parallelism"),
+    (dict(vtp=4), "vocabulary tensor parallelism"),
 ])
 def test_galvatron3_settings_the_executor_cannot_run_are_refused(change, match):
     import dataclasses
