@@ -23,7 +23,8 @@ Options (``--ctr-embedding-option KEY=VALUE``), with their defaults in :data:`HE
 
 * both: ``workers`` (simulated workers; ``--procs`` sets it), ``bound`` (read staleness bound),
   ``push_bound`` (write bound, default ``bound``), ``lr`` (the table's SGD step),
-  ``update_unit`` (``occurrence`` or ``step``), ``init_std``;
+  ``update_unit`` (``occurrence`` or ``step``), ``init_std``, ``compress`` (the push codec:
+  ``none``, ``sketchml``, ``uniform8`` or ``zlib``; :mod:`sgl.comm.compress`, ``sgl train --compress``);
 * ``het``: ``cache`` (lines per worker: an int, or a float fraction of the table's rows),
   ``policy`` (``lru``, ``lfu``, ``lfu_pinned``), ``pin_threshold``;
 * ``hetgmp``: ``mirrors`` (mirrored rows per worker: an int, or a fraction of the ids the
@@ -47,6 +48,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from sgl import comm
+from sgl.comm.compress import KV_CODECS, build_codec
 from sgl.embeddings.base import EmbeddingBackend, check_ratio
 from sgl.embeddings.het import DistTransport, HETConfig, HETEmbedding, LocalTransport, ShardedServer
 from sgl.embeddings.het.embedding import WorkerEmbedding
@@ -57,7 +59,7 @@ __all__ = ["PROTOCOL_EMBEDDINGS", "HET_OPTIONS", "HETGMP_OPTIONS", "ProtocolEmbe
 
 PROTOCOL_EMBEDDINGS = ("het", "hetgmp")
 _SHARED = {"workers": 1, "bound": 10, "push_bound": None, "lr": 0.01, "update_unit": "occurrence",
-           "init_std": 0.01}
+           "init_std": 0.01, "compress": "none"}
 #: ``--ctr-embedding het`` options and defaults (HET's: a cache of 10 % of the rows, LFU with pinning, bound 10)
 HET_OPTIONS: Dict[str, Any] = {**_SHARED, "cache": 0.1, "policy": "lfu_pinned", "pin_threshold": 10}
 #: ``--ctr-embedding hetgmp`` options and defaults (mirrors of 1 % of the used ids, the greedy partitioner)
@@ -153,7 +155,7 @@ def check_protocol_options(kind: str, ratio: float, options: Dict[str, Any]) -> 
     >>> check_protocol_options("het", 1.0, {"mirrors": 0.1})
     Traceback (most recent call last):
     ...
-    sgl.errors.ConfigError: unknown option(s) ['mirrors'] for embedding backend 'het'; valid: bound, cache, init_std, lr, pin_threshold, policy, push_bound, update_unit, workers (--ctr-embedding-option KEY=VALUE)
+    sgl.errors.ConfigError: unknown option(s) ['mirrors'] for embedding backend 'het'; valid: bound, cache, compress, init_std, lr, pin_threshold, policy, push_bound, update_unit, workers (--ctr-embedding-option KEY=VALUE)
     """
     if check_ratio(ratio) != 1.0:
         raise ConfigError(f"{kind} keeps the whole table on its parameter server: --ctr-compression does not apply "
@@ -176,6 +178,9 @@ def _check_options(kind: str, options: Dict[str, Any]) -> Dict[str, Any]:
         raise ConfigError(f"{kind} option workers={workers} but the run has {world} processes (--procs); with "
                           f"--procs every process is one worker: drop workers or set it to {world}")
     merged["workers"] = world if world > 1 else workers
+    if str(merged["compress"]).lower() not in KV_CODECS:
+        raise ConfigError(f"{kind} option compress must be one of {', '.join(sorted(KV_CODECS))}, got "
+                          f"{merged['compress']!r} (--compress / --ctr-embedding-option compress=...)")
     return merged
 
 
@@ -216,10 +221,12 @@ def _build_het(num_embeddings: int, dim: int, opts: Dict[str, Any], seed: int, r
                        policy=opts["policy"], bound=opts["bound"], push_bound=opts["push_bound"], lr=opts["lr"],
                        update_unit=opts["update_unit"], pin_threshold=opts["pin_threshold"])
     if rank is not None:
-        transports = [DistTransport(num_embeddings, dim, seed=seed, init_std=opts["init_std"])]
+        transports = [DistTransport(num_embeddings, dim, seed=seed, init_std=opts["init_std"],
+                                    compressor=build_codec(opts["compress"], seed=seed))]
     else:
         server = ShardedServer(num_embeddings, dim, num_shards=w, seed=seed, init_std=opts["init_std"])
-        transports = [LocalTransport(server) for _ in range(w)]
+        transports = [LocalTransport(server, compressor=build_codec(opts["compress"], seed=seed + i))
+                      for i in range(w)]
     workers = [HETEmbedding(config, t, device) for t in transports]
     return ProtocolEmbedding("het", num_embeddings, dim, workers, [rank] if rank is not None else range(w), w)
 
@@ -250,11 +257,13 @@ def _build_hetgmp(num_embeddings: int, dim: int, opts: Dict[str, Any], seed: int
                        update_unit=opts["update_unit"])
     if rank is not None:
         transports = {rank: DistTransport(num_embeddings, dim, seed=seed, init_std=opts["init_std"],
-                                          placement=placement, count_local=False)}
+                                          placement=placement, count_local=False,
+                                          compressor=build_codec(opts["compress"], seed=seed))}
     else:
         server = ShardedServer(num_embeddings, dim, num_shards=w, placement=placement, seed=seed,
                                init_std=opts["init_std"])
-        transports = {r: LocalTransport(server, rank=r) for r in range(w)}
+        transports = {r: LocalTransport(server, rank=r, compressor=build_codec(opts["compress"], seed=seed + r))
+                      for r in range(w)}
     workers = [GMPEmbedding(config, t, r, mirrors[r], device) for r, t in transports.items()]
     owner = torch.from_numpy(part.sample_part.astype("int64"))
     return ProtocolEmbedding("hetgmp", num_embeddings, dim, workers, list(transports), w, owner)

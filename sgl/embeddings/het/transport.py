@@ -17,6 +17,11 @@ no-cache parameter-server baseline) sends keys and receives one value per key.
 A push sends ``(key, delta[, count])``.  The all-to-all size exchange of the
 real transport (one int per peer) is not counted.
 
+Compressed pushes: both transports take an optional ``compressor`` (a
+:class:`~sgl.comm.compress.KVCodec`, e.g. SketchML's). A push then sends one ``uint8`` payload
+per destination shard, encoded from ``(keys, deltas, counts)`` and decoded by the shard, and
+:attr:`TrafficStats.bytes_sent` counts the payloads' real sizes. Pulls are not compressed.
+
 Devices: a worker calls with tensors on its own device (its model's) and gets its replies
 there; the server shards stay in host memory; what crosses :mod:`sgl.comm` lives on the
 device its backend moves (``sgl.comm._wire._comm_device``: the rank's GPU under NCCL, the CPU
@@ -33,6 +38,7 @@ from sgl import comm
 from sgl._checks import check_int
 from sgl.embeddings.base import check_scalar
 from sgl.comm._wire import _comm_device
+from sgl.comm.compress import KVCodec
 from sgl.embeddings.het.server import (
     PullReply, ServerShard, ShardedServer, check_placement, shard_rows,
 )
@@ -74,6 +80,12 @@ class TrafficStats:
         self.pushes += 1
         self.rows_pushed += n_rows
         self.bytes_sent += n_rows * (_ID_BYTES + 4 * dim + (8 if counted else 0))
+
+    def _push_payload(self, n_rows: int, n_bytes: int) -> None:
+        """A compressed push: ``n_bytes`` of payload for ``n_rows`` rows."""
+        self.pushes += 1
+        self.rows_pushed += n_rows
+        self.bytes_sent += n_bytes
 
 
 class Transport(ABC):
@@ -134,12 +146,13 @@ class LocalTransport(Transport):
     ([0, 1], 128)
     """
 
-    def __init__(self, server: ShardedServer, rank: int | None = None) -> None:
+    def __init__(self, server: ShardedServer, rank: int | None = None, compressor: KVCodec | None = None) -> None:
         if rank is not None:
             rank = check_scalar(check_int, rank, f"LocalTransport: rank must be in [0, {server.num_shards}), got {rank}.",
                                 0, server.num_shards - 1)
         self.server, self.rank = server, rank
         self.num_embeddings, self.dim = server.num_embeddings, server.dim
+        self.compressor = compressor
         self.stats = TrafficStats()
 
     @property
@@ -168,8 +181,20 @@ class LocalTransport(Transport):
     def push(self, keys: torch.Tensor, deltas: torch.Tensor, counts: torch.Tensor | None) -> None:
         _check_request(keys, None, self.dim, deltas)
         host_keys = keys.cpu()
+        remote = self._remote(host_keys)
+        if self.compressor is not None:  # the remote rows travel as one payload, decoded by the server
+            owned = ~remote
+            payload = self.compressor.encode(keys[remote.to(keys.device)], deltas[remote.to(deltas.device)],
+                                             None if counts is None else counts[remote.to(counts.device)])
+            r_keys, r_deltas, r_counts = self.compressor.decode(payload)
+            keys_all = torch.cat([host_keys[owned], r_keys.cpu()])
+            deltas_all = torch.cat([deltas.cpu()[owned], r_deltas.cpu()])
+            counts_all = None if counts is None else torch.cat([counts.cpu()[owned], r_counts.cpu()])
+            self.server.push(keys_all, deltas_all, counts_all)
+            self.stats._push_payload(int(remote.sum()), payload.numel())
+            return
         self.server.push(host_keys, deltas.cpu(), None if counts is None else counts.cpu())
-        self.stats._push(int(self._remote(host_keys).sum()), counts is not None, self.dim)
+        self.stats._push(int(remote.sum()), counts is not None, self.dim)
 
     def read(self, keys: torch.Tensor) -> torch.Tensor:
         return self.server.pull(keys.cpu(), None, 0).values.to(keys.device)
@@ -186,12 +211,16 @@ class DistTransport(Transport):
     Calls are collective over ``group`` (default: the world).  A peer that dies
     or stops calling makes every other rank raise :class:`CommError` within
     ``timeout`` seconds, naming the operation and the call number.
+
+    ``compressor`` (a :class:`~sgl.comm.compress.KVCodec`) encodes each destination's part of a
+    push into one ``uint8`` payload (rows for the rank's own shard too, unless
+    ``count_local=False``, where they stay in local memory, exact and uncounted).
     """
 
     def __init__(
         self, num_embeddings: int, dim: int, *, seed: int = 0, init_std: float = 0.01,
         placement: torch.Tensor | None = None, count_local: bool = True,
-        group=None, timeout: float | None = None,
+        group=None, timeout: float | None = None, compressor: KVCodec | None = None,
     ) -> None:
         if not comm.is_initialized():
             raise CommError(
@@ -204,6 +233,7 @@ class DistTransport(Transport):
         self.num_embeddings, self.dim = num_embeddings, dim
         self.placement = check_placement(placement, num_embeddings, self.world)
         self.count_local = count_local
+        self.compressor = compressor
         self.shard = ServerShard(shard_rows(self.rank, self.world, num_embeddings, self.placement),
                                  dim, seed=seed, init_std=init_std)
         #: where the tensors that cross sgl.comm live (the rank's GPU under NCCL, else the CPU)
@@ -294,6 +324,10 @@ class DistTransport(Transport):
         self._calls += 1
         keys_w = keys.to(wire)
         order, split, remote = self._split(keys_w)
+        if self.compressor is not None:
+            self._push_compressed(keys_w[order], deltas.to(wire)[order],
+                                  None if counts is None else counts.to(wire)[order], split, remote)
+            return
         if counts is None:
             meta = keys_w[order].reshape(-1, 1)
         else:
@@ -305,3 +339,28 @@ class DistTransport(Transport):
         if m.numel():
             self.shard.push(m[:, 0], d, None if counts is None else m[:, 1])
         self.stats._push(remote, counts is not None, self.dim)
+
+    def _push_compressed(self, keys: torch.Tensor, deltas: torch.Tensor, counts: torch.Tensor | None,
+                         split: list[int], remote: int) -> None:
+        """One push round of encoded payloads (``keys`` etc. already grouped by destination)."""
+        codec = self.compressor
+        exact = not self.count_local  # HET-GMP: the rank's own rows are local memory, sent exact
+        k_parts, d_parts = keys.split(split), deltas.split(split)
+        c_parts = [None] * self.world if counts is None else counts.split(split)
+        payloads = [torch.zeros(0, dtype=torch.uint8, device=keys.device) if exact and dest == self.rank
+                    else codec.encode(k_parts[dest], d_parts[dest], c_parts[dest]) for dest in range(self.world)]
+        incoming = self._exchange(payloads, "push")
+        parts = []
+        for src, payload in enumerate(incoming):
+            if exact and src == self.rank:
+                parts.append((k_parts[src], d_parts[src], c_parts[src]))
+            else:
+                parts.append(codec.decode(payload))
+        # apply in source-rank order, in host memory
+        m = torch.cat([p[0] for p in parts]).cpu()
+        if m.numel():
+            d = torch.cat([p[1].reshape(-1, self.dim) for p in parts]).cpu()
+            c = None if counts is None else torch.cat([p[2] for p in parts]).cpu()
+            self.shard.push(m, d, c)
+        self.stats._push_payload(remote, sum(p.numel() for dest, p in enumerate(payloads)
+                                             if self.count_local or dest != self.rank))

@@ -1,0 +1,173 @@
+"""SketchML / TinyScript / KVSAgg against their baselines, side by side, printing ratios.
+
+    SGL_TEST_DATA=../shared/datasets .venv/bin/python benchmarks/bench_compress.py [--parts sketchml,tinyscript,kvsagg]
+
+* ``sketchml`` -- HET training on ``criteo_het_sampled`` (2 simulated workers, LocalTransport; the
+  codec path is the one DistTransport uses per destination) with pushes as fp32 key-value,
+  uniform 8-bit, zlib and SketchML: push bytes and test AUC.
+* ``tinyscript`` -- gradients of the TinyLM on WikiText-2 token windows: relative MSE of
+  TinyScript vs uniform (QSGD-style) at 2..8 bits.
+* ``kvsagg`` -- WikiText-2 train split over 8 clients: unigram and bigram counts through
+  HyperIBLT + pairwise masks, bytes per client vs dense masked aggregation (computed) and plain
+  insecure sparse aggregation (int32 key + int32 count per entry), encode/mask/decode times.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sgl.comm.compress import (
+    FIELD_PRIME, HyperIBLT, PairwiseMasker, TinyScriptQuantizer, UniformQuantizer, X25519Identity,
+    aggregate_tables, table_bytes,
+)
+
+
+def _data_root() -> Path | None:
+    root = os.environ.get("SGL_TEST_DATA")
+    return Path(root) if root else None
+
+
+# ------------------------------------------------------------------ SketchML
+def bench_sketchml(root: Path, epochs: int) -> None:
+    from sgl.datasets.ctr import CTRData  # noqa: F401  (fails early if the CTR loaders are missing)
+    from sgl.embeddings import build_embedding
+    from sgl.models.ctr import build_ctr_model
+    from sgl.tasks.ctr import CTRTrainConfig
+    from sgl.tasks.ctr_workers import train_ctr_workers
+
+    folder = root / "criteo_het_sampled"
+    sparse = np.load(folder / "sampled_sparse_feats.npy")
+    dense = np.load(folder / "sampled_dense_feats.npy").astype(np.float32)
+    labels = np.load(folder / "sampled_labels.npy").reshape(-1).astype(np.float32)
+    local = np.stack([np.unique(col, return_inverse=True)[1] + 1 for col in sparse.T], 1).astype(np.int64)
+    dims = [int(local[:, f].max()) + 1 for f in range(local.shape[1])]
+    data = CTRData(dense, local, labels, dims, [f"C{f}" for f in range(len(dims))])
+    train, val, test = data.split((0.8, 0.1, 0.1), seed=0)
+    print(f"criteo_het_sampled: {len(labels)} rows, {data.num_embeddings} ids, 2 HET workers, {epochs} epochs")
+    rows = []
+    for codec in ("none", "uniform8", "zlib", "sketchml"):
+        torch.manual_seed(0)
+        emb = build_embedding("het", data.num_embeddings, 16, workers=2, lr=0.05, compress=codec, seed=0)
+        model = build_ctr_model("wdl", emb, len(dims), 16, dense.shape[1], hidden=[64])
+        counter = [0]
+        for w in emb.workers:  # count push bytes only (pulls are not compressed)
+            def push(*a, _orig=w.transport.push, _stats=w.transport.stats):
+                before = _stats.bytes_sent
+                _orig(*a)
+                counter[0] += _stats.bytes_sent - before
+            w.transport.push = push
+        t0 = time.perf_counter()
+        res = train_ctr_workers(model, train, val, test, CTRTrainConfig(epochs=epochs, lr=0.01, progress=False))
+        pushed = counter[0]
+        rows.append((codec, pushed, res["test_auc"], time.perf_counter() - t0))
+    base = rows[0][1]
+    print(f"{'codec':10s} {'push bytes':>12s} {'x fewer':>8s} {'test AUC':>9s} {'time s':>7s}")
+    for codec, pushed, auc, secs in rows:
+        print(f"{codec:10s} {pushed:12,d} {base / pushed:8.2f} {auc:9.4f} {secs:7.1f}")
+
+
+# ------------------------------------------------------------------ TinyScript
+def bench_tinyscript(root: Path) -> None:
+    from sgl.systems.runtime.tiny_lm import TinyLM, TransformerConfig, lm_loss
+
+    words = (root / "wikitext2" / "train.txt").read_text().split()[:200_000]
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
+    tokens = torch.tensor([vocab[w] for w in words])
+    torch.manual_seed(0)
+    cfg = TransformerConfig(name="tiny", vocab_size=len(vocab), hidden_size=64, num_layers=2, num_heads=4,
+                            ffn_hidden_size=128, seq_length=65)
+    model = TinyLM(cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    grads = []
+    for step in range(30):
+        batch = torch.stack([tokens[i:i + 65] for i in torch.randint(0, tokens.numel() - 65, (16,)).tolist()])
+        opt.zero_grad()
+        lm_loss(model(batch), batch).backward()
+        if step in (5, 15, 29):
+            grads.append(torch.cat([p.grad.reshape(-1) for p in model.parameters() if p.grad is not None]))
+        opt.step()
+    print(f"TinyLM (2 layers, hidden 64, vocab {len(vocab)}): gradient relative MSE at steps 5/15/29")
+    print(f"{'bits':>4s} {'uniform':>10s} {'tinyscript':>11s} {'ratio':>6s}")
+    for bits in range(2, 9):
+        u = np.mean([float((UniformQuantizer(bits, seed=1).roundtrip(g) - g).pow(2).sum() / g.pow(2).sum())
+                     for g in grads])
+        t = np.mean([float((TinyScriptQuantizer(bits, seed=1).roundtrip(g) - g).pow(2).sum() / g.pow(2).sum())
+                     for g in grads])
+        print(f"{bits:4d} {u:10.4g} {t:11.4g} {t / u:6.3f}")
+
+
+# ------------------------------------------------------------------ KVSAgg
+def _client_sets(root: Path, clients: int, bigram: bool):
+    words = []
+    for line in (root / "wikitext2" / "train.txt").open():
+        words.extend(line.split() + ["<eos>"])
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
+    ids = torch.tensor([vocab[w] for w in words])
+    keys = ids[:-1] * len(vocab) + ids[1:] if bigram else ids
+    sets = []
+    for part in torch.tensor_split(keys, clients):
+        uniq, counts = torch.unique(part, return_counts=True)
+        sets.append((uniq, counts))
+    return sets, len(vocab) ** (2 if bigram else 1), keys
+
+
+def bench_kvsagg(root: Path, clients: int) -> None:
+    for bigram in (False, True):
+        sets, space, keys = _client_sets(root, clients, bigram)
+        truth_keys, truth_counts = torch.unique(keys, return_counts=True)
+        iblt = HyperIBLT.for_keys(truth_keys.numel(), key_space=space, seed=0)
+        ids = [X25519Identity.generate() for _ in range(clients)]
+        public = [i.public_bytes for i in ids]
+        t0 = time.perf_counter()
+        tables = [iblt.encode(k, c) for k, c in sets]
+        t_enc = (time.perf_counter() - t0) / clients
+        t0 = time.perf_counter()
+        masked = [PairwiseMasker(i, ids[i], public).mask(t) for i, t in enumerate(tables)]
+        t_mask = (time.perf_counter() - t0) / clients
+        t0 = time.perf_counter()
+        out = iblt.decode(aggregate_tables(iblt, masked))
+        t_dec = time.perf_counter() - t0
+        exact = out.ok and torch.equal(out.keys, truth_keys) and torch.equal(out.values.reshape(-1), truth_counts)
+        kv = table_bytes(iblt)
+        dense = 4 * space + 32
+        plain = np.mean([8 * k.numel() for k, _ in sets])
+        top = torch.topk(out.values.reshape(-1), 100).indices if out.ok else None
+        top_ok = out.ok and torch.equal(out.values.reshape(-1)[top].sort().values,
+                                        torch.topk(truth_counts, 100).values.sort().values)
+        name = "bigram" if bigram else "unigram"
+        print(f"{name}: key space {space:,}, distinct in the sum {truth_keys.numel():,}, per client "
+              f"{np.mean([k.numel() for k, _ in sets]):,.0f}; exact={exact}, top-100 exact={top_ok}")
+        print(f"  bytes/client: KVSAgg {kv:,} | dense masked {dense:,} ({dense / kv:.1f}x KVSAgg) | plain sparse "
+              f"{plain:,.0f} (KVSAgg {kv / plain:.2f}x)")
+        print(f"  times: encode {t_enc:.3f} s/client, mask {t_mask:.3f} s/client, server decode {t_dec:.2f} s")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--parts", default="sketchml,tinyscript,kvsagg")
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--clients", type=int, default=8)
+    args = p.parse_args(argv)
+    root = _data_root()
+    if root is None or not root.exists():
+        print("set SGL_TEST_DATA to the shared datasets folder")
+        return 0
+    torch.set_num_threads(1)
+    parts = args.parts.split(",")
+    if "sketchml" in parts:
+        bench_sketchml(root, args.epochs)
+    if "tinyscript" in parts:
+        bench_tinyscript(root)
+    if "kvsagg" in parts:
+        bench_kvsagg(root, args.clients)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
