@@ -73,6 +73,34 @@ def bench_sketchml(root: Path, epochs: int) -> None:
 
 
 # ------------------------------------------------------------------ TinyScript
+def bench_sketchml_dist(root: Path, seeds: int) -> None:
+    """The same codecs through the real DistTransport: ``sgl train --task ctr --ctr-embedding het --procs 2``."""
+    import json
+    import tempfile
+
+    from sgl.cli.main import main as sgl_main
+
+    print(f"\nSketchML through DistTransport, 2 Gloo processes, WDL on criteo_het_sampled, {seeds} seeds")
+    print(f"{'codec':<10} {'push bytes/seed':>16} {'vs fp32':>8} {'test AUC':>17} {'AUC lost':>9}")
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for codec in ("none", "uniform8", "zlib", "sketchml"):
+            out = Path(tmp) / f"{codec}.json"
+            code = sgl_main(["train", "--task", "ctr", "--model", "wdl", "--dataset", "criteo", "--root",
+                             str(root / "criteo_het_sampled"), "--ctr-embedding", "het", "--procs", "2",
+                             "--compress", codec, "--seeds", str(seeds), "--out", str(out)])
+            if code != 0:
+                raise SystemExit(f"sgl train --compress {codec} failed ({code})")
+            rows[codec] = json.loads(out.read_text())
+    base = rows["none"]
+    for codec, r in rows.items():
+        pushed, auc = r["push_bytes"]["mean"], r["test_auc"]
+        print(f"{codec:<10} {pushed:16,.0f} {base['push_bytes']['mean'] / pushed:7.2f}x "
+              f"{auc['mean']:.4f} +- {auc['std']:.4f} {base['test_auc']['mean'] - auc['mean']:+9.4f}")
+    sk, u8 = rows["sketchml"]["push_bytes"]["mean"], rows["uniform8"]["push_bytes"]["mean"]
+    print(f"SketchML vs uniform 8-bit: {u8 / sk:.2f}x fewer push bytes")
+
+
 def bench_tinyscript(root: Path) -> None:
     from sgl.systems.runtime.tiny_lm import TinyLM, TransformerConfig, lm_loss
 
@@ -150,7 +178,8 @@ def bench_kvsagg(root: Path, clients: int) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--parts", default="sketchml,tinyscript,kvsagg")
+    p.add_argument("--parts", default="sketchml,sketchml-dist,tinyscript,kvsagg")
+    p.add_argument("--seeds", type=int, default=3, help="seeds of the 2-process SketchML part")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--clients", type=int, default=8)
     args = p.parse_args(argv)
@@ -162,6 +191,8 @@ def main(argv=None) -> int:
     parts = args.parts.split(",")
     if "sketchml" in parts:
         bench_sketchml(root, args.epochs)
+    if "sketchml-dist" in parts:
+        bench_sketchml_dist(root, args.seeds)
     if "tinyscript" in parts:
         bench_tinyscript(root)
     if "kvsagg" in parts:

@@ -134,6 +134,10 @@ class ProtocolEmbedding(EmbeddingBackend):
         """Protocol bytes this process's workers moved while training (evaluation reads excluded)."""
         return sum(worker.transport.stats.total_bytes for worker in self.workers)
 
+    def push_bytes(self) -> int:
+        """The pushes' share of :meth:`traffic_bytes` (what ``compress=`` shrinks)."""
+        return sum(worker.transport.stats.push_bytes for worker in self.workers)
+
     def memory_bytes(self) -> int:
         """Bytes one worker holds: HET its cache, HET-GMP its root rows and mirrors (the first local worker)."""
         return self.workers[0].memory_bytes()

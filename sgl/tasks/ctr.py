@@ -285,7 +285,7 @@ def run_ctr(model_factory: Callable[[int], torch.nn.Module], train: Any, val: An
         seed_everything(seed)
         runs.append({"seed": seed, **(trainer or train_ctr)(model_factory(seed), train, val, test, config, seed)})
     record: Dict[str, Any] = {"runs": runs}
-    for key in ("test_auc", "test_logloss", "val_auc", "val_logloss", "train_time_s", "traffic_bytes"):
+    for key in ("test_auc", "test_logloss", "val_auc", "val_logloss", "train_time_s", "traffic_bytes", "push_bytes"):
         if key in runs[0]:
             record[key] = summarize([r[key] for r in runs])
     record["embedding_bytes"] = runs[0]["embedding_bytes"]

@@ -176,13 +176,13 @@ def train_ctr_workers(model: torch.nn.Module, train: Any, val: Any, test: Any, c
     model.load_state_dict(best_state[0])
     emb.restore(best_state[1])
     test_metrics = evaluate_ctr(model, test, config.eval_batch_size, device)
-    traffic = emb.traffic_bytes()
+    traffic, pushed = emb.traffic_bytes(), emb.push_bytes()
     if emb.distributed:
-        traffic = int(comm.all_reduce(torch.tensor([traffic], dtype=torch.int64, device=_comm_device(None)),
-                                      op="sum").item())
+        both = comm.all_reduce(torch.tensor([traffic, pushed], dtype=torch.int64, device=_comm_device(None)), op="sum")
+        traffic, pushed = (int(v) for v in both.cpu())
     return {**best, "test_auc": test_metrics["auc"], "test_logloss": test_metrics["logloss"],
             "train_time_s": train_time, "embedding_bytes": emb.memory_bytes(), "traffic_bytes": traffic,
-            "workers": emb.num_workers}
+            "push_bytes": pushed, "workers": emb.num_workers}
 
 
 

@@ -63,6 +63,7 @@ from sgl.models.base import ScalableModel
 from sgl.models.features import NodeFeatures, to_device
 from sgl.tasks.config import TrainConfig
 from sgl.tasks.dist_minibatch import UNEVEN, shard_batches
+from sgl.tasks.grad_compress import check_grad_compress, grad_compress_report, register_grad_compress
 from sgl.tasks.metrics import accuracy, macro_f1
 from sgl.tasks.node_classification import _ogb_evaluator, _split_index
 from sgl.tasks.stats import seed_everything
@@ -194,7 +195,8 @@ def _postprocesses(model: Any) -> bool:
 
 def train_ddp(model: torch.nn.Module, features: Any, graph: Any, train_config: Optional[TrainConfig] = None, *,
               seed: int = 0, nodes: Any = None, uneven: str = "pad", seed_shards: Optional[Sequence[Any]] = None,
-              timeout: Optional[float] = None) -> Dict[str, Any]:
+              timeout: Optional[float] = None, grad_compress: str = "none", grad_bits: int = 4,
+              powersgd_rank: int = 1) -> Dict[str, Any]:
     """Train ``model``'s trainable part on every rank; see the module docstring.
 
     Args:
@@ -208,6 +210,8 @@ def train_ddp(model: torch.nn.Module, features: Any, graph: Any, train_config: O
         uneven: ``"pad"`` or ``"drop"`` (how ranks with fewer training nodes keep step).
         seed_shards: one process only: emulate ``len(seed_shards)`` ranks with these training shards.
         timeout: seconds every reduction may wait (``None``: :func:`sgl.comm.init`'s).
+        grad_compress, grad_bits, powersgd_rank: compression of the gradient all-reduce
+            (:mod:`sgl.tasks.grad_compress`; several processes only).
 
     Returns:
         ``{"seed", "best_epoch", "epochs_run", "train_time_s", "{train,val,test}_acc",
@@ -216,6 +220,7 @@ def train_ddp(model: torch.nn.Module, features: Any, graph: Any, train_config: O
         "uneven"}`` -- the same on every rank.
     """
     cfg = train_config or TrainConfig()
+    grad_compress = check_grad_compress(grad_compress, grad_bits, powersgd_rank)
     if not isinstance(model, ScalableModel) or model.full_batch:
         raise ConfigError(f"train_ddp trains a scalable model on precomputed rows; {type(model).__name__} is "
                           f"{'a full-batch model' if isinstance(model, ScalableModel) else 'not a ScalableModel'}")
@@ -259,13 +264,17 @@ def train_ddp(model: torch.nn.Module, features: Any, graph: Any, train_config: O
     if hasattr(model, "reset_parameters"):
         model.reset_parameters()
     model.to(device)
-    net = model
+    net, hook_state = model, None
     if comm.is_initialized():
         find_unused = _has_unused_parameters(model, features, device, timeout)
         net = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None, find_unused_parameters=find_unused)
+        hook_state = register_grad_compress(net, grad_compress, grad_bits, powersgd_rank, seed=seed)
         if rank:  # rank 0 keeps the seed's stream; the others draw their own dropout masks
             torch.manual_seed(int(np.random.default_rng([seed, rank]).integers(1 << 62)))
+    elif grad_compress != "none":
+        raise ConfigError(f"grad_compress={grad_compress} compresses the gradient all-reduce of several processes; "
+                          "this run has one (sgl train --procs N, or torchrun)")
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     chunk = cfg.eval_batch_size
     val_mine = rows.mine(val)
@@ -328,6 +337,8 @@ def train_ddp(model: torch.nn.Module, features: Any, graph: Any, train_config: O
     result.update({"epoch_loss": losses, "val_acc_history": history, "steps_per_epoch": steps,
                    "global_batch_size": batch * len(sizes), "num_shards": len(sizes), "world_size": world,
                    "uneven": uneven})
+    if grad_compress != "none":
+        result.update(grad_compress_report(grad_compress, hook_state, grad_bits, powersgd_rank))
     return result
 
 

@@ -13,7 +13,7 @@ A run that has no multi-process path is a :class:`~sgl.errors.ConfigError` namin
 Example:
     >>> from sgl.tasks import RunConfig
     >>> RunConfig.from_dict({"dataset": "karate", "procs": 2}).distributed
-    DistributedConfig(precompute='local', partition=None, uneven='pad', timeout=1800.0)
+    DistributedConfig(precompute='local', partition=None, uneven='pad', timeout=1800.0, grad_compress='none', grad_bits=4, powersgd_rank=1)
     >>> RunConfig.from_dict({"model": "gat", "procs": 2})
     Traceback (most recent call last):
     ...
@@ -44,12 +44,18 @@ class DistributedConfig:
     the distributed precompute and the sampler; default metis there, not used otherwise.
     ``uneven``: ``"pad"`` or ``"drop"``, how ranks with fewer training nodes keep step
     (:mod:`sgl.tasks.ddp`). ``timeout``: seconds a collective may wait for the other ranks.
+    ``grad_compress``: how DDP's gradient all-reduce is compressed (``none``, ``tinyscript``,
+    ``uniform``, ``powersgd``; :mod:`sgl.tasks.grad_compress`), with ``grad_bits`` bits per value
+    for the quantisers and ``powersgd_rank`` for PowerSGD.
     """
 
     precompute: Optional[str] = None
     partition: Optional[str] = None
     uneven: str = "pad"
     timeout: float = 1800.0
+    grad_compress: str = "none"
+    grad_bits: int = 4
+    powersgd_rank: int = 1
 
     def __post_init__(self) -> None:
         if self.uneven not in ("pad", "drop"):
@@ -57,6 +63,9 @@ class DistributedConfig:
         if self.precompute is not None and self.precompute not in ("local", "distributed"):
             raise ConfigError(f"precompute must be 'local' or 'distributed', got {self.precompute!r}")
         self.timeout = check_real(self.timeout, "timeout (seconds a collective may wait)", 0.0, open_low=True)
+        from sgl.tasks.grad_compress import check_grad_compress
+
+        self.grad_compress = check_grad_compress(self.grad_compress, self.grad_bits, self.powersgd_rank)
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)

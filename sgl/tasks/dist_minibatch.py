@@ -125,7 +125,8 @@ def _accuracy(model: torch.nn.Module, sampler: DistNeighborSampler, nodes: np.nd
 def train_dist_minibatch(model: torch.nn.Module, graph: DistGraph, train_config: Optional[TrainConfig] = None,
                          sampler_config: Optional[SamplerConfig] = None, seed: int = 0, uneven: str = "pad",
                          seed_shards: Optional[Sequence[Any]] = None,
-                         timeout: Optional[float] = None) -> Dict[str, Any]:
+                         timeout: Optional[float] = None, grad_compress: str = "none", grad_bits: int = 4,
+                         powersgd_rank: int = 1) -> Dict[str, Any]:
     """Train ``model`` (e.g. :class:`~sgl.samplers.SampledGNN`) on every rank; see the module docstring.
 
     Args:
@@ -180,10 +181,17 @@ def train_dist_minibatch(model: torch.nn.Module, graph: DistGraph, train_config:
     if hasattr(model, "reset_parameters"):
         model.reset_parameters()
     model.to(device)
-    net = model
+    from sgl.tasks.grad_compress import check_grad_compress, grad_compress_report, register_grad_compress
+
+    grad_compress = check_grad_compress(grad_compress, grad_bits, powersgd_rank)
+    net, hook_state = model, None
     if comm.is_initialized():
         net = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
+        hook_state = register_grad_compress(net, grad_compress, grad_bits, powersgd_rank, seed=seed)
+    elif grad_compress != "none":
+        raise ConfigError(f"grad_compress={grad_compress} compresses the gradient all-reduce of several processes; "
+                          "this run has one (sgl train --procs N, or torchrun)")
     sampler = DistNeighborSampler(graph, sc.fanouts, replace=sc.replace, timeout=timeout)
     full = [max(1, int(_reduce([graph.max_degree()], "max")[0]))] * len(sc.fanouts)
     evaluator = DistNeighborSampler(graph, sc.eval_fanouts or full, timeout=timeout)
@@ -246,4 +254,6 @@ def train_dist_minibatch(model: torch.nn.Module, graph: DistGraph, train_config:
         "traffic": traffic, "traffic_total": {k: int(v) for k, v in zip(traffic, total)}}
     for split in ("train", "val", "test"):
         result[f"{split}_acc"] = _accuracy(model, evaluator, graph.split_nodes(split), chunk, device)
+    if grad_compress != "none":
+        result.update(grad_compress_report(grad_compress, hook_state, grad_bits, powersgd_rank))
     return result

@@ -175,7 +175,8 @@ def run_node_distributed(config: Any, log: Log, progress: bool) -> Dict[str, Any
                                         cache_dir=config.cache_dir, progress=progress, timeout=d.timeout)
     precompute_time = _max(time.perf_counter() - start)
     runs = [train_ddp(factory(), rank_features.features, graph, config.train, seed=seed,
-                      nodes=rank_features.nodes, uneven=d.uneven, timeout=d.timeout) for seed in config.seeds]
+                      nodes=rank_features.nodes, uneven=d.uneven, timeout=d.timeout, grad_compress=d.grad_compress,
+                      grad_bits=d.grad_bits, powersgd_rank=d.powersgd_rank) for seed in config.seeds]
     results: Dict[str, Any] = {"seeds": list(config.seeds), "runs": runs, "precompute_time_s": precompute_time,
                                "train_time_s": sum(r["train_time_s"] for r in runs), "peak_rss_mb": _peak_rss()}
     _summaries(results, runs, ("train_acc", "val_acc", "test_acc", "test_macro_f1")
@@ -208,6 +209,7 @@ def _run_sampled(config: Any, graph: Any, log: Log) -> Dict[str, Any]:
         f"{comm.get_world_size()} processes ({comm.get_backend()}), DDP, partition {d.partition}")
     part = DistGraph.from_graph(graph, method=d.partition, x=factory().precompute(graph))
     runs = [train_dist_minibatch(factory(), part, config.train, sampler_cfg, seed=seed, uneven=d.uneven,
+                                 grad_compress=d.grad_compress, grad_bits=d.grad_bits, powersgd_rank=d.powersgd_rank,
                                  timeout=d.timeout) for seed in config.seeds]
     results: Dict[str, Any] = {"seeds": list(config.seeds), "runs": runs,
                                "train_time_s": sum(r["train_time_s"] for r in runs), "peak_rss_mb": _peak_rss()}

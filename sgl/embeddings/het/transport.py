@@ -60,6 +60,8 @@ class TrafficStats:
     keys_requested: int = 0
     rows_fetched: int = 0
     rows_pushed: int = 0
+    #: Bytes of the pushes alone (part of ``bytes_sent``): what a push codec shrinks.
+    push_bytes: int = 0
     #: Largest number of server updates a read was allowed to miss (-1: none).
     max_read_staleness: int = -1
     history: list[int] = field(default_factory=list, repr=False)
@@ -79,13 +81,16 @@ class TrafficStats:
     def _push(self, n_rows: int, counted: bool, dim: int) -> None:
         self.pushes += 1
         self.rows_pushed += n_rows
-        self.bytes_sent += n_rows * (_ID_BYTES + 4 * dim + (8 if counted else 0))
+        sent = n_rows * (_ID_BYTES + 4 * dim + (8 if counted else 0))
+        self.bytes_sent += sent
+        self.push_bytes += sent
 
     def _push_payload(self, n_rows: int, n_bytes: int) -> None:
         """A compressed push: ``n_bytes`` of payload for ``n_rows`` rows."""
         self.pushes += 1
         self.rows_pushed += n_rows
         self.bytes_sent += n_bytes
+        self.push_bytes += n_bytes
 
 
 class Transport(ABC):
