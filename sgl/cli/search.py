@@ -90,7 +90,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                                                        if getattr(args, key) is not None}),
                           progress=not args.no_progress, threads=args.threads, pruner=args.pruner,
                           min_epochs=args.min_epochs)
-    from sgl.models.hetero.search import search_parts, space_from_dict
+    from sgl.search.hetero import search_parts, space_from_dict
 
     space = space_from_dict(read_config(args.space)) if args.space else DesignSpace()
     options = key_values(args.dataset_option, "--dataset-option")

@@ -40,7 +40,8 @@ _SUPERVISED_LINK_FLAGS = ["link_neg_ratio", "link_decoder", "link_hits_k", "link
 _PROBE_FLAGS = ("probe_epochs", "probe_lr", "probe_weight_decay", "probe_standardize")
 #: flags of node classification by a supervised model only
 _NODE_FLAGS = ["k", "rlu_stages", "rlu_threshold", "rlu_gamma", "rlu_temperature", "cache_dir", "structure",
-               "structure_option", "structure_pseudo", "structure_pseudo_seeds", "sampler", "fanouts", "memory_budget"]
+               "structure_option", "structure_pseudo", "structure_pseudo_seeds", "sampler", "fanouts", "memory_budget",
+               "distill_from", "distill_hard_weight", "distill_temperature", "distill_inductive"]
 #: dest -> the name its value has in the library, where the two differ (error messages name the flag)
 _LIBRARY_NAMES = {**{dest: key for flags in _TASK_FLAGS.values() for dest, key in flags.items()}, **_CTR_FLAGS,
                   **{f"rlu_{key}": key for key in ("stages", "threshold", "gamma", "temperature")},
@@ -92,6 +93,15 @@ def register(sub: Any) -> None:
     t.add_argument("--fanouts", help="neighbours per hop, hop next to the seeds first (default 15,10)")
     t.add_argument("--memory-budget", help="byte budget for all caches of out-of-core training, e.g. 512MB "
                                            "(MB = 10^6 bytes, MiB = 2^20)")
+    g = t.add_argument_group("distillation into a graph-free student: --model mlp --distill-from TEACHER "
+                             "(docs/acceleration.md)")
+    g.add_argument("--distill-from", metavar="TEACHER",
+                   help="a zoo model name (trained with its preset first) or a teacher's run record (--out JSON)")
+    g.add_argument("--distill-hard-weight", type=float, help="weight of the hard-label loss (GLNN's lambda, default 0)")
+    g.add_argument("--distill-temperature", type=float, help="softmax temperature of the soft labels (default 1)")
+    g.add_argument("--distill-inductive", type=float, metavar="FRACTION",
+                   help="hide this fraction of the test nodes from training and report accuracy and per-node "
+                        "latency on them (GLNN's inductive setting; default 0)")
     g = t.add_argument_group("--task node with a self-supervised --model: the linear probe on frozen embeddings")
     g.add_argument("--probe-epochs", type=int, help="epochs of the probe's logistic regression (default 400)")
     g.add_argument("--probe-lr", type=float, help="Adam learning rate of the probe (default 0.01)")
@@ -125,6 +135,9 @@ def register(sub: Any) -> None:
     g.add_argument("--ctr-embedding-option", action="append", metavar="KEY=VALUE",
                    help="embedding backend option, e.g. threshold=50 or hash_rate=0.3; het: cache=0.1 bound=10 "
                         "policy=lfu_pinned lr=0.01 workers=1 (see docs/embeddings.md)")
+    g.add_argument("--compress", choices=("sketchml", "uniform8", "zlib", "none"),
+                   help="codec of HET / HET-GMP pushes (sgl.comm.compress; default none); same as "
+                        "--ctr-embedding-option compress=...")
     g.add_argument("--ctr-split", help="train,val,test fractions (default 0.8,0.1,0.1)")
     g = t.add_argument_group("many processes (see docs/distributed.md)")
     g.add_argument("--procs", metavar="N", help="train on N local processes (Gloo on CPU, NCCL with one GPU each "
@@ -137,6 +150,11 @@ def register(sub: Any) -> None:
     g.add_argument("--uneven", choices=("pad", "drop"),
                    help="processes with fewer training nodes join with empty batches (pad, default) or all "
                         "stop at the shortest shard (drop)")
+    g.add_argument("--grad-compress", choices=("none", "tinyscript", "uniform", "powersgd"),
+                   help="compress DDP's gradient all-reduce: TinyScript or uniform --grad-bits codes, or "
+                        "torch's PowerSGD hook (default none; docs/compress.md)")
+    g.add_argument("--grad-bits", type=int, help="bits per gradient value for tinyscript/uniform (2-8, default 4)")
+    g.add_argument("--powersgd-rank", type=int, help="rank of PowerSGD's approximation (default 1)")
     t.set_defaults(handler=cmd_train, library_names=_LIBRARY_NAMES)
 
 
@@ -182,7 +200,8 @@ def build_run_config(args: argparse.Namespace):
     supervised_link = task == "link" and not _self_supervised(data.get("model") or TASKS[task][0])
     ssl = (task in _TASK_FLAGS and not supervised_link) or probe
     other_task_flags = [d for t, flags in _TASK_FLAGS.items() if t != task for d in flags]
-    _reject(args, other_task_flags + ([] if task == "ctr" else [*_CTR_FLAGS, "ctr_embedding_option", "ctr_split"]),
+    _reject(args, other_task_flags + ([] if task == "ctr" else [*_CTR_FLAGS, "ctr_embedding_option", "ctr_split",
+                                                                           "compress"]),
             where)
     if not probe:
         _reject(args, list(_PROBE_FLAGS), f"{where} --model {data.get('model') or TASKS[task][0]} (the linear probe "
@@ -261,6 +280,13 @@ def _node_flags(args: argparse.Namespace, data: Dict[str, Any], model_config: Di
         data["structure_pseudo_seeds"] = args.structure_pseudo_seeds
     if args.cache_dir is not None:
         data["cache_dir"] = args.cache_dir
+    distill = dict(data.get("distill") or {})
+    for key in ("from", "hard_weight", "temperature", "inductive"):
+        if getattr(args, f"distill_{key}") is not None:
+            distill["teacher" if key == "from" else key] = getattr(args, f"distill_{key}")
+    if distill and "teacher" not in distill:
+        raise ConfigError("--distill-hard-weight, --distill-temperature and --distill-inductive need --distill-from")
+    data["distill"] = distill or None
     sampler = data.get("sampler")
     sampler = {"name": sampler} if isinstance(sampler, str) else dict(sampler or {})
     if args.sampler:
@@ -282,6 +308,11 @@ def _ctr_flags(args: argparse.Namespace, data: Dict[str, Any]) -> None:
             data[key] = getattr(args, dest)
     data["embedding_options"] = {**(data.get("embedding_options") or {}),
                                  **key_values(args.ctr_embedding_option, "--ctr-embedding-option")}
+    if args.compress is not None:
+        if str(data.get("embedding", "full")).lower().replace("-", "") not in ("het", "hetgmp"):
+            raise ConfigError(f"--compress {args.compress} compresses the pushes of HET / HET-GMP workers; add "
+                              "--ctr-embedding het or hetgmp (other embedding backends push nothing)")
+        data["embedding_options"]["compress"] = args.compress
     if args.ctr_split:
         try:
             data["split"] = [float(x) for x in args.ctr_split.split(",")]
@@ -305,7 +336,8 @@ def _procs_flags(args: argparse.Namespace, data: Dict[str, Any]) -> None:
     elif world.isdigit() and int(world) > 1:
         data["procs"] = int(world)
     distributed = dict(data.get("distributed") or {})
-    distributed.update({key: getattr(args, key) for key in ("precompute", "partition", "uneven")
+    distributed.update({key: getattr(args, key) for key in ("precompute", "partition", "uneven", "grad_compress",
+                                                            "grad_bits", "powersgd_rank")
                         if getattr(args, key) is not None})
     if distributed:
         data["distributed"] = distributed
@@ -362,7 +394,8 @@ def _print_results(config: Any, record: Dict[str, Any]) -> None:
         print(f"embedding memory: {record['embedding_bytes']:,} bytes; training {record['train_time_s']['mean']:.2f} s "
               f"per seed")
         if "traffic_bytes" in record:
-            print(f"embedding traffic: {record['traffic_bytes']['mean']:,.0f} bytes per seed over "
+            pushed = f" (pushes {record['push_bytes']['mean']:,.0f})" if "push_bytes" in record else ""
+            print(f"embedding traffic: {record['traffic_bytes']['mean']:,.0f} bytes per seed{pushed} over "
                   f"{record['workers']} worker{'s' if record['workers'] != 1 else ''}")
     elif config.task == "link" and config.self_supervised:
         for key in ("test_auc", "test_ap"):

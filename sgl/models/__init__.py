@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 from sgl.errors import ConfigError
+from sgl.models.accel import GraphFreeMLP, GraphFreeMLPConfig
 from sgl.models.appnp import APPNP, APPNPConfig
 from sgl.models.base import ScalableModel, SGAPConfig, SGAPModel
 from sgl.models.ctr import CTR_MODELS, DCN, DLRM, WDL, CTRModelConfig, DeepFM, build_ctr_model
@@ -37,6 +38,7 @@ from sgl.models.ssl import (
 )
 
 __all__ = [
+    "GraphFreeMLP", "GraphFreeMLPConfig",
     "ScalableModel", "SGAPModel", "SGAPConfig", "NodeFeatures", "FullGraphInput", "MLP", "ResMLP",
     "SGC", "SGCConfig", "SIGN", "SIGNConfig", "S2GC", "S2GCConfig", "GBP", "GBPConfig",
     "APPNP", "APPNPConfig", "NAFS", "NAFSConfig", "GAMLP", "GAMLPConfig",
@@ -65,6 +67,8 @@ MODELS: Dict[str, Tuple[type, type, str]] = {
     "pasca-v1": (PaSCaV1, PaSCaV1Config, "PaSca-V1: lazy PPR, learnable hop weights, residual MLP"),
     "pasca-v2": (PaSCaV2, PaSCaV2Config, "PaSca-V2: per-node gated hop weights, residual MLP"),
     "pasca-v3": (PaSCaV3, PaSCaV3Config, "PaSca-V3: V2 + PPR post-propagation of predictions"),
+    "mlp": (GraphFreeMLP, GraphFreeMLPConfig, "Graph-free MLP on node features (+ optional position features); "
+                                              "the GLNN student of `sgl train --distill-from` (Zhang et al. 2022)"),
     **MESSAGE_PASSING_MODELS,
 }
 

@@ -7,7 +7,8 @@
 Rooms: ``space`` (the design space), ``objectives`` (what a trial measures), ``cache``
 (shared precomputed hops), ``evaluate`` (train and measure one design), ``config``
 (:class:`SearchConfig`, containing the trials' :class:`~sgl.tasks.config.TrainConfig`;
-any optuna sampler), ``study`` (run, resume and export studies), ``report`` (files and tables).
+any optuna sampler), ``study`` (run, resume and export studies), ``report`` (files and tables),
+``hetero`` (the design space and evaluator of the heterogeneous models).
 """
 from sgl.search.cache import HopCache
 from sgl.search.config import OPTIMIZERS, PRUNERS, SEARCH_TRAIN_DEFAULTS, SearchConfig, search_train_config

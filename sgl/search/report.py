@@ -52,7 +52,7 @@ def format_front(result: SearchResult, all_trials: bool = False) -> str:
     lines = [header]
     for t in trials:
         d = t["design"]
-        if "model" in d:  # a heterogeneous design (sgl.models.hetero.search): every knob by name
+        if "model" in d:  # a heterogeneous design (sgl.search.hetero): every knob by name
             values = "  ".join(f"{t['metrics'][n]:>10.4f}" for n in names)
             lines.append(f"{t['number']:>5}  {values}  " + " ".join(f"{k}={v}" for k, v in d.items() if v is not None))
             continue

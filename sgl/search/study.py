@@ -279,7 +279,7 @@ def run_search(graph: Any, space: Optional[DesignSpace] = None, config: Optional
     import optuna
 
     space = space or DesignSpace()
-    from sgl.models.hetero.search import search_parts  # a HeteroGraph searches the heterogeneous space
+    from sgl.search.hetero import search_parts  # a HeteroGraph searches the heterogeneous space
 
     space, evaluator_class = search_parts(graph, space)
     config = config or SearchConfig()
@@ -400,7 +400,7 @@ def export_config(study, trial_number: int, seeds: int = 5) -> Dict[str, Any]:
         numbers = [t.number for t in _completed(study)]
         raise SearchError(f"no completed trial {trial_number} in study {study.study_name!r}; "
                           f"completed trials: {numbers[:20]}{' ...' if len(numbers) > 20 else ''}")
-    from sgl.models.hetero.search import space_from_dict  # SGAP or heterogeneous space
+    from sgl.search.hetero import space_from_dict  # SGAP or heterogeneous space
 
     space = space_from_dict(meta["space"])
     model = space.model_name(matches[0].user_attrs["design"]) if hasattr(space, "model_name") else "sgap"

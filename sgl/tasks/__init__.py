@@ -13,6 +13,9 @@
 * many processes (``RunConfig.procs``, :class:`DistributedConfig`): DDP training of scalable models
   (:func:`train_ddp`, :mod:`sgl.tasks.dist_precompute`), distributed sampling
   (:mod:`sgl.tasks.dist_minibatch`), spawned or under torchrun (:mod:`sgl.tasks.dist_run`).
+* acceleration (docs/acceleration.md): distillation into a graph-free student
+  (:mod:`sgl.tasks.distill`), weight pruning and UGS (:mod:`sgl.tasks.prune`, :mod:`sgl.tasks.ugs`),
+  graph condensation (:mod:`sgl.tasks.condense`, :mod:`sgl.tasks.condense_eval`).
 """
 from sgl.tasks.config import TrainConfig
 from sgl.tasks.metrics import accuracy, macro_f1
@@ -39,6 +42,11 @@ from sgl.tasks.outofcore import OutOfCoreConfig, OutOfCoreTrainer
 from sgl.tasks.provenance import dataset_hash, run_provenance
 from sgl.tasks.dist_config import DistributedConfig
 from sgl.tasks.ddp import train_ddp
+from sgl.tasks.distill import DistillConfig, fit_student, run_distillation
+from sgl.tasks.prune import magnitude_masks, prune_model
+from sgl.tasks.ugs import ugs
+from sgl.tasks.condense import CondenseConfig, condense
+from sgl.tasks.condense_eval import run_condensed
 
 __all__ = ["accuracy", "macro_f1", "TrainConfig", "Trainer", "Distillation", "run_node_classification",
            "seed_everything", "summarize", "RLUConfig", "train_rlu",
@@ -49,6 +57,7 @@ __all__ = ["accuracy", "macro_f1", "TrainConfig", "Trainer", "Distillation", "ru
            "pretrain", "learn_structure", "rwgsl_pseudo_labels",
            "OutOfCoreConfig", "OutOfCoreTrainer", "dataset_hash", "run_provenance",
            "RunConfig", "StructureConfig", "SamplingConfig", "CTRConfig", "run", "peak_rss_mb",
-           "DistributedConfig", "train_ddp"]
+           "DistributedConfig", "train_ddp", "DistillConfig", "fit_student", "run_distillation", "prune_model",
+           "magnitude_masks", "ugs", "CondenseConfig", "condense", "run_condensed"]
 from sgl.tasks.run_config import CTRConfig, RunConfig, SamplingConfig, StructureConfig  # noqa: E402
 from sgl.tasks.run import run  # noqa: E402

@@ -17,7 +17,7 @@ Example:
     >>> RunConfig.from_dict({"model": "gat", "procs": 2})
     Traceback (most recent call last):
     ...
-    sgl.errors.ConfigError: --model gat has no multi-process path (procs=2): node classification on several processes trains a scalable (SGAP) model by DDP: appnp, gamlp, gbp, nafs, pasca-v1, pasca-v2, pasca-v3, s2gc, sgap, sgc, sign; or sage/gcn with --sampler neighbor
+    sgl.errors.ConfigError: --model gat has no multi-process path (procs=2): node classification on several processes trains a scalable (SGAP) model by DDP: appnp, gamlp, gbp, mlp, nafs, pasca-v1, pasca-v2, pasca-v3, s2gc, sgap, sgc, sign; or sage/gcn with --sampler neighbor
 """
 from __future__ import annotations
 

@@ -85,6 +85,22 @@ def _run_node(config: RunConfig, log: Log, progress: bool) -> Dict[str, Any]:
         return build_model(config.model, model_input(config.model, graph), graph.num_classes, model_cfg)
 
     log(f"model: {factory()!r}")
+    source = getattr(graph, "condensed_from", None)
+    if isinstance(source, dict) and source.get("dataset"):  # GCond's protocol: train here, validate/test on the source
+        from sgl.tasks.condense_eval import run_condensed
+
+        if config.distill is not None:
+            raise ConfigError("--distill-from does not combine with a condensed dataset; train the student on the "
+                              "real graph")
+        real = sgl.datasets.load(source["dataset"], root=config.root or source.get("root"))
+        log(f"condensed from {source['dataset']} ({source.get('method')}); validation and test on its split")
+        results = run_condensed(factory, graph, real, config.seeds, config.train)
+        return _record(dataclasses.replace(config, model_config=model_cfg.to_dict()), results, graph)
+    if config.distill is not None:
+        from sgl.tasks.distill import run_distillation
+
+        results = run_distillation(config, graph, factory, log, progress)
+        return _record(dataclasses.replace(config, model_config=model_cfg.to_dict()), results, graph)
     results = run_node_classification(factory, graph, config.seeds, config.train, cache_dir=config.cache_dir,
                                       rlu_config=config.rlu)
     return _record(dataclasses.replace(config, model_config=model_cfg.to_dict()), results, graph)

@@ -47,6 +47,7 @@ from sgl._checks import check_int, check_real
 from sgl.errors import ConfigError
 from sgl.tasks.config import TrainConfig
 from sgl.tasks.dist_config import DistributedConfig, check_procs
+from sgl.tasks.distill_config import DistillConfig, check_distill_run
 from sgl.tasks.rlu import RLUConfig
 
 __all__ = ["RunConfig", "StructureConfig", "SamplingConfig", "CTRConfig", "TASKS", "seed_list",
@@ -204,6 +205,8 @@ class RunConfig:
     #: they are used (:class:`~sgl.tasks.dist_config.DistributedConfig`; procs > 1 only)
     procs: int = 1
     distributed: Optional[DistributedConfig] = None
+    #: distil a teacher into this (graph-free MLP) student (:mod:`sgl.tasks.distill`)
+    distill: Optional[DistillConfig] = None
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -265,6 +268,8 @@ class RunConfig:
             self.train = self.train or self.default_train()
             return
         node = self.task == "node"
+        if self.distill is not None:
+            check_distill_run(self)
         if self.rlu is not None and (not node or self.sampler is not None):
             raise self._not_for("rlu", "GAMLP's RLU trains node classifiers" if not node else
                                 "RLU distillation is not supported with sampled mini-batch training")
@@ -353,7 +358,7 @@ class RunConfig:
         data = {**copy.deepcopy(dict(data)), **overrides}
         task = data.pop("task", None) or "node"
         valid = {"model", "dataset", "root", "seeds", "model_config", "dataset_options", "train", "sampler", "rlu",
-                 "task_options", "cache_dir", "procs", "distributed", *_STRUCTURE_KEYS,
+                 "task_options", "cache_dir", "procs", "distributed", "distill", *_STRUCTURE_KEYS,
                  *(_CTR_KEYS if task == "ctr" else ())}
         unknown = set(data) - valid
         if unknown:
@@ -373,6 +378,9 @@ class RunConfig:
         rlu = data.pop("rlu", None)
         sampler = data.pop("sampler", None)
         distributed = data.pop("distributed", None)
+        distill = data.pop("distill", None)
+        if distill is not None and not isinstance(distill, Mapping):
+            raise ConfigError(f"distill must be a mapping of DistillConfig fields, got {distill!r}")
         if distributed is not None and not isinstance(distributed, Mapping):
             raise ConfigError(f"distributed must be a mapping of DistributedConfig fields, got {distributed!r}")
         try:
@@ -381,7 +389,8 @@ class RunConfig:
                          rlu=RLUConfig(**rlu) if rlu else None,
                          sampler=_sampling(sampler, data.get("model_config", {})),
                          ctr=CTRConfig(**ctr) if task == "ctr" else None,
-                         distributed=DistributedConfig(**distributed) if distributed else None, **data)
+                         distributed=DistributedConfig(**distributed) if distributed else None,
+                         distill=DistillConfig(**distill) if distill else None, **data)
         except TypeError as exc:
             raise ConfigError(f"bad run config: {exc}") from None
         if train is not None:
@@ -412,6 +421,8 @@ class RunConfig:
             out.update(copy.deepcopy(self.ctr.__dict__))
         if self.task_options:
             out["task_options"] = dict(self.task_options)
+        if self.distill is not None:
+            out["distill"] = self.distill.to_dict()
         if self.procs != 1:  # one-process records keep their earlier layout
             out["procs"] = self.procs
             out["distributed"] = self.distributed.to_dict()

@@ -85,7 +85,8 @@ def test_under_torchrun_sgl_train_joins_the_world_and_rank_0_reports(tmp_path):
     record = json.loads(out.read_text())
     assert record["world_size"] == 2 and record["config"]["procs"] == 2
     assert record["config"]["distributed"] == {"precompute": "distributed", "partition": "metis", "uneven": "pad",
-                                               "timeout": 1800.0}
+                                               "timeout": 1800.0, "grad_compress": "none", "grad_bits": 4,
+                                               "powersgd_rank": 1}
     hops = record["config"]["model_config"]["k"]
     assert record["halo"]["cut_edges"] > 0 and len(record["halo"]["bytes_per_hop"]) == hops
 
@@ -103,6 +104,9 @@ def test_under_torchrun_sgl_train_joins_the_world_and_rank_0_reports(tmp_path):
     (["--procs", "2", "--device", "cuda:1"], "puts every one of the 2 processes on one GPU"),
     (["--precompute", "distributed"], "--precompute='distributed' applies to runs on several processes"),
     (["--uneven", "drop"], "--uneven='drop' applies to runs on several processes"),
+    (["--grad-compress", "tinyscript"], "--grad-compress='tinyscript' applies to runs on several processes"),
+    (["--procs", "2", "--grad-compress", "uniform", "--grad-bits", "9"], "bits must be an integer in [1, 8]"),
+    (["--procs", "2", "--grad-compress", "powersgd", "--powersgd-rank", "0"], "--powersgd-rank (the rank of PowerSGD"),
     (["--procs", "2", "--partition", "range"], "--partition='range' applies to precompute='distributed'"),
     (["--procs", "2", "--precompute", "distributed", "--partition", "fennel"], "'metis' or 'range'"),
     (["--procs", "2", "--sampler", "neighbor", "--model", "sage", "--precompute", "local"], "applies to scalable"),

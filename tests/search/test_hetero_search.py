@@ -1,4 +1,4 @@
-"""PaSca search over the heterogeneous models (sgl.models.hetero.search through sgl.search.run_search)."""
+"""PaSca search over the heterogeneous models (sgl.search.hetero through sgl.search.run_search)."""
 import itertools
 import json
 import os
@@ -8,7 +8,7 @@ import pytest
 from sgl.cli.main import main
 from sgl.datasets import synthetic_mag
 from sgl.errors import ConfigError
-from sgl.models.hetero.search import SEARCHABLE, HeteroDesignEvaluator, HeteroDesignSpace, search_parts, \
+from sgl.search.hetero import SEARCHABLE, HeteroDesignEvaluator, HeteroDesignSpace, search_parts, \
     space_from_dict
 from sgl.search import DesignEvaluator, DesignSpace, SearchConfig, export_config, run_search, search_train_config
 

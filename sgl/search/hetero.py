@@ -1,5 +1,8 @@
 """PaSca search over the heterogeneous decoupled models (NARS-SIGN, SeHGNN, heterogeneous GAMLP).
 
+(Moved here from ``sgl.models.hetero.search``: a model module no longer imports the trainer and
+the search engine.)
+
 On a :class:`~sgl.data.HeteroGraph` the SGAP design space (graph operator, message operator,
 post-propagation) does not apply: propagation is fixed by the relation subsets or metapaths.
 What PaSca searches there is the rest of the design: the model family, the hop count ``k``,
