@@ -78,7 +78,7 @@ def test_rounds_split_rows_over_workers():
 
 
 def test_options_and_errors_name_the_fix():
-    with pytest.raises(ConfigError, match="valid: bound, cache, init_std"):
+    with pytest.raises(ConfigError, match="valid: bound, cache, compress, init_std"):
         build_embedding("het", 100, 4, capacity=10)
     with pytest.raises(ConfigError, match="--ctr-compression does not apply"):
         build_embedding("het", 100, 4, ratio=10)
