@@ -45,6 +45,15 @@ def register(subparsers: Any) -> None:
     train.add_argument("--attack", action="store_true", help="run the norm/direction label-inference attacks")
     train.add_argument("--local-steps", type=int, default=0, help="CELU-VFL local updates per round trip")
     train.add_argument("--rake", action="store_true", help="two differentiated bottom models per passive party")
+    train.add_argument("--blindfl", action="store_true",
+                       help="passive parties' bottoms as BlindFL source layers (Paillier + secret sharing; needs the "
+                            "[federated] extra, --passive-optimizer sgd and no --bottom-hidden); slow: thousands of "
+                            "times a plaintext step")
+    train.add_argument("--key-bits", type=int, default=2048, help="Paillier key size of --blindfl (>= 1024)")
+    train.add_argument("--frac-bits", type=int, default=16, help="fixed-point fraction bits of --blindfl")
+    train.add_argument("--passive-optimizer", choices=("adam", "adagrad", "sgd"),
+                       help="optimizer of the passive parties' bottoms (default: --optimizer)")
+    train.add_argument("--passive-lr", type=float, help="learning rate of the passive parties' bottoms (default: --lr)")
     train.add_argument("--bandwidth-mbps", type=float, default=100.0)
     train.add_argument("--latency-ms", type=float, default=10.0)
     train.add_argument("--timeout", type=float, default=60.0, help="seconds a party waits for a message")
@@ -77,14 +86,16 @@ def cmd_train(args: argparse.Namespace) -> int:
         max_steps=args.max_steps, pos_weight=args.pos_weight, seed=args.seed, defense=args.defense,
         sumkl_bound=args.sumkl_bound, marvell_scale=args.marvell_scale, attack=args.attack,
         local_steps=args.local_steps, rake=args.rake, bandwidth_mbps=args.bandwidth_mbps,
-        latency_ms=args.latency_ms, timeout=args.timeout)
+        latency_ms=args.latency_ms, timeout=args.timeout, blindfl=args.blindfl, key_bits=args.key_bits,
+        frac_bits=args.frac_bits, passive_optimizer=args.passive_optimizer, passive_lr=args.passive_lr)
     data = _load(args)
     split = load_split(args.split) if args.split else default_split(data, args.parties)
     train, val, test = data.split((0.8, 0.1, 0.1), seed=args.seed)
     result = train_federated(train, val, test, split, config, backend=args.backend)
     traffic = result["traffic"]
     print(f"parties: {', '.join(split.names)} (active: {split.names[0]}); model {config.model}, "
-          f"defense {config.defense}, local steps {config.local_steps}, rake {config.rake}")
+          f"defense {config.defense}, local steps {config.local_steps}, rake {config.rake}"
+          + (f", BlindFL ({config.key_bits}-bit keys)" if config.blindfl else ""))
     print(f"test auc: {result['test_auc']:.4f}  validation auc: {result['val_auc']:.4f}  "
           f"test logloss: {result['test_logloss']:.4f}")
     print(f"rounds: {traffic['rounds']}  bytes: {traffic['bytes_sent'] + traffic['bytes_received']:,}  "

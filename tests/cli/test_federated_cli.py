@@ -18,3 +18,10 @@ def test_federated_train_rejects_a_split_with_an_unowned_column(capsys, tmp_path
     code = main(["federated", "train", "--dataset", "synthetic-ctr", "--max-rows", "200", "--backend", "thread",
                  "--split", str(split)])
     assert code == 2 and "F6 are owned by no party" in capsys.readouterr().err
+
+
+def test_federated_train_blindfl_flags_reach_the_config(capsys):
+    # a key below 1024 bits is refused before any party starts (the message names the fix)
+    code = main(["federated", "train", "--dataset", "synthetic-ctr", "--max-rows", "200", "--backend", "thread",
+                 "--blindfl", "--key-bits", "512", "--passive-optimizer", "sgd"])
+    assert code == 2 and "1024" in capsys.readouterr().err
