@@ -64,16 +64,29 @@ class HostStore:
 
     The copies are made with any tracing dispatch mode disabled, so a
     :class:`~sgl.systems.memory.TensorLifetimeTracer` counts only device memory on a CPU run.
+    With a ``quantizer`` (e.g. :class:`sgl.comm.compress.TinyScriptQuantizer`: ``encode(t)`` to a
+    ``uint8`` payload, ``decode(payload, numel)``), floating tensors of at least ``min_numel`` values
+    are kept as their ``bits``-bit payloads instead (TinyScript's activation compression): fewer host
+    bytes, gradients up to the quantisation error.
     """
 
-    def __init__(self, params: List[torch.Tensor]) -> None:
+    def __init__(self, params: List[torch.Tensor], quantizer: Any = None, min_numel: int = 1024) -> None:
         self.param_ptrs = {p.untyped_storage().data_ptr() for p in params}
+        self.quantizer = quantizer
+        self.min_numel = int(min_numel)
         self.current = 0
         self.peak = 0
 
     def put(self, t: torch.Tensor) -> Any:
         if t.untyped_storage().data_ptr() in self.param_ptrs:
             return ("param", t)
+        if self.quantizer is not None and t.is_floating_point() and t.numel() >= self.min_numel:
+            with _disable_current_modes():
+                payload = self.quantizer.encode(t.detach()).to("cpu", non_blocking=t.device.type == "cuda")
+            nbytes = payload.numel() * payload.element_size()
+            self.current += nbytes
+            self.peak = max(self.peak, self.current)
+            return ("quant", payload, t.shape, t.dtype, t.device, nbytes)
         with _disable_current_modes():
             if t.device.type == "cuda":
                 host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
@@ -88,6 +101,11 @@ class HostStore:
     def get(self, packed: Any) -> torch.Tensor:
         if packed[0] == "param":
             return packed[1]
+        if packed[0] == "quant":
+            _, payload, shape, dtype, device, nbytes = packed
+            self.current -= nbytes
+            values = self.quantizer.decode(payload.to(device), int(torch.Size(shape).numel()))
+            return values.reshape(shape).to(dtype)
         _, host, device, nbytes, _ = packed
         self.current -= nbytes
         return host.to(device, non_blocking=True) if device.type != "cpu" else host.clone()
@@ -128,9 +146,11 @@ class TokenOffloadBlock(nn.Module):
     Args:
         block: a :class:`~sgl.systems.runtime.TransformerBlock` (its weights are used, not copied).
         alpha: fraction of tokens whose token-wise activations are offloaded, in ``[0, 1]``.
+        quantizer: keep the offloaded activations as ``bits``-bit codes (see :class:`HostStore`;
+            e.g. ``sgl.comm.compress.TinyScriptQuantizer(4)``); ``None`` keeps them exact.
     """
 
-    def __init__(self, block: nn.Module, alpha: float = 0.5) -> None:
+    def __init__(self, block: nn.Module, alpha: float = 0.5, quantizer: Any = None) -> None:
         super().__init__()
         for name in ("ln1", "q", "k", "v", "o", "ln2", "w1", "w2"):
             if not hasattr(block, name):
@@ -138,7 +158,7 @@ class TokenOffloadBlock(nn.Module):
                                   f"{type(block).__name__} has no {name!r}")
         self.block = block
         self.alpha = check_real(alpha, "offload ratio alpha", 0.0, 1.0)
-        self.store = HostStore(list(block.parameters()))
+        self.store = HostStore(list(block.parameters()), quantizer=quantizer)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not torch.is_grad_enabled():

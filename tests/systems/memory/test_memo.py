@@ -83,3 +83,32 @@ def test_measured_inputs_give_a_valid_alpha():
     assert inp["s_fixed"] > 0 and inp["s_others"] > 0 and inp["bandwidth"] > 0 and inp["layer_time"] > 0
     plan = offload_ratio(host_bytes=1e9, num_layers=4, **inp)
     assert 0.0 <= plan.alpha <= 1.0
+
+
+def test_quantised_offload_keeps_the_forward_and_shrinks_host_bytes():
+    from sgl.comm.compress import TinyScriptQuantizer
+
+    model = _model()
+    tokens = torch.randint(0, 256, (4, 32), generator=torch.Generator().manual_seed(3))
+    lm_loss(model(tokens), tokens).backward()
+    ref = [p.grad.clone() for p in model.parameters()]
+
+    def offloaded(quantizer):
+        m = copy.deepcopy(model)
+        for i, block in enumerate(list(m.blocks)):
+            m.blocks[i] = TokenOffloadBlock(block, 1.0, quantizer=quantizer)
+        m.zero_grad(set_to_none=True)
+        loss = lm_loss(m(tokens), tokens)
+        loss.backward()
+        err = max(float((p.grad - g).norm() / g.norm()) for p, g in zip(m.parameters(), ref) if g.norm() > 0)
+        return loss, err, sum(b.store.peak for b in m.blocks)
+
+    loss32, err32, host32 = offloaded(None)
+    loss8, err8, host8 = offloaded(TinyScriptQuantizer(8, seed=0))
+    loss4, err4, host4 = offloaded(TinyScriptQuantizer(4, seed=0))
+    # saved tensors only feed backward: the loss is exact; gradients carry the quantisation error
+    # (measured: worst relative error 2.6 % at 8 bits, on the q/k weights, 45 % at 4 bits)
+    assert torch.equal(loss8, loss32) and torch.equal(loss4, loss32)
+    assert err32 < 1e-5 and 0 < err8 < 0.05 and err4 > 5 * err8
+    # ~bits/32 of float32's host bytes (tensors under min_numel stay exact)
+    assert host8 < 0.35 * host32 and host4 < 0.6 * host8
