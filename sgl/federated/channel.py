@@ -18,6 +18,8 @@ Example (two threads):
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import queue
 from typing import Dict, Optional, Tuple
 
@@ -34,17 +36,19 @@ _DTYPES = [torch.float32, torch.float64, torch.int64, torch.uint8, torch.int32, 
 _HEADER = 8  # dtype code, ndim, up to 6 dims
 
 
-class Channel:
+class Channel(ABC):
     """What a party needs: ``send(tensor, peer, kind)``, ``recv(peer, kind)``, a ``meter`` and ``rank``."""
 
     rank: int
     meter: TrafficMeter
 
-    def send(self, tensor: torch.Tensor, peer: int, kind: str) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def send(self, tensor: torch.Tensor, peer: int, kind: str) -> None:
+        """Deliver ``tensor`` to party ``peer`` as a message of ``kind`` (counted by ``meter``)."""
 
-    def recv(self, peer: int, kind: str) -> torch.Tensor:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def recv(self, peer: int, kind: str) -> torch.Tensor:
+        """The next message of ``kind`` from party ``peer``."""
 
     @staticmethod
     def _tag(kind: str) -> int:

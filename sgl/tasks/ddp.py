@@ -264,17 +264,14 @@ def train_ddp(model: torch.nn.Module, features: Any, graph: Any, train_config: O
     if hasattr(model, "reset_parameters"):
         model.reset_parameters()
     model.to(device)
-    net, hook_state = model, None
+    net = model
     if comm.is_initialized():
         find_unused = _has_unused_parameters(model, features, device, timeout)
         net = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None, find_unused_parameters=find_unused)
-        hook_state = register_grad_compress(net, grad_compress, grad_bits, powersgd_rank, seed=seed)
         if rank:  # rank 0 keeps the seed's stream; the others draw their own dropout masks
             torch.manual_seed(int(np.random.default_rng([seed, rank]).integers(1 << 62)))
-    elif grad_compress != "none":
-        raise ConfigError(f"grad_compress={grad_compress} compresses the gradient all-reduce of several processes; "
-                          "this run has one (sgl train --procs N, or torchrun)")
+    hook_state = register_grad_compress(net, grad_compress, grad_bits, powersgd_rank, seed=seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     chunk = cfg.eval_batch_size
     val_mine = rows.mine(val)

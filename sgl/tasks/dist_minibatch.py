@@ -184,14 +184,11 @@ def train_dist_minibatch(model: torch.nn.Module, graph: DistGraph, train_config:
     from sgl.tasks.grad_compress import check_grad_compress, grad_compress_report, register_grad_compress
 
     grad_compress = check_grad_compress(grad_compress, grad_bits, powersgd_rank)
-    net, hook_state = model, None
+    net = model
     if comm.is_initialized():
         net = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
-        hook_state = register_grad_compress(net, grad_compress, grad_bits, powersgd_rank, seed=seed)
-    elif grad_compress != "none":
-        raise ConfigError(f"grad_compress={grad_compress} compresses the gradient all-reduce of several processes; "
-                          "this run has one (sgl train --procs N, or torchrun)")
+    hook_state = register_grad_compress(net, grad_compress, grad_bits, powersgd_rank, seed=seed)
     sampler = DistNeighborSampler(graph, sc.fanouts, replace=sc.replace, timeout=timeout)
     full = [max(1, int(_reduce([graph.max_degree()], "max")[0]))] * len(sc.fanouts)
     evaluator = DistNeighborSampler(graph, sc.eval_fanouts or full, timeout=timeout)

@@ -52,8 +52,8 @@ def register_grad_compress(net: Any, name: str, bits: int = 4, rank: int = 1, se
     if name == "none":
         return None
     if not hasattr(net, "register_comm_hook"):
-        raise ConfigError(f"grad_compress={name} compresses DDP's gradient all-reduce; it needs several processes "
-                          "(sgl train --procs N, or torchrun)")
+        raise ConfigError(f"grad_compress={name} compresses the gradient all-reduce of several processes; this run "
+                          "has one (sgl train --procs N, or torchrun)")
     if name == "powersgd":
         from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
 

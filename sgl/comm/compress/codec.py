@@ -228,11 +228,12 @@ class ZlibCodec(KVCodec):
             raise CommError(f"ZlibCodec.decode: not a zlib stream ({exc})") from exc
         return self._raw.decode(torch.from_numpy(np.frombuffer(raw, dtype=np.uint8).copy()).to(payload.device))
 
-    def encode_values(self, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:  # pragma: no cover
-        raise NotImplementedError
+    # the value section is FP32Codec's (encode/decode above wrap the whole framed payload)
+    def encode_values(self, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        return self._raw.encode_values(keys, values)
 
-    def decode_values(self, keys, blob, n, dim):  # pragma: no cover
-        raise NotImplementedError
+    def decode_values(self, keys: torch.Tensor, blob: torch.Tensor, n: int, dim: int) -> torch.Tensor:
+        return self._raw.decode_values(keys, blob, n, dim)
 
 
 #: ``--compress`` names -> codec classes (SketchML registers itself on import of the package)
