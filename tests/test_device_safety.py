@@ -28,7 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "sgl"
 FACTORIES = {"zeros", "ones", "empty", "full", "arange", "randn", "rand", "randint", "tensor", "eye", "linspace"}
 
-_AUDIT = "TODO(issue 38): systems runtime paths, audited with the HF / any-device work"
 _NUMBA = "numba kernel on CPU tensors only (its callers fall back to torch ops on other devices)"
 _HOST_SAMPLER = "samplers run on the host: graph structure and seed ids are numpy arrays"
 _STORE = "disk store: file reader/writer of host arrays"
@@ -82,9 +81,6 @@ ALLOWED: Dict[Tuple[str, str], str] = {
     ("sgl/ops/propagate_device.py", "streamed_adjacency"): "streamed mode builds its matrix in host memory",
     ("sgl/systems/runtime/config.py", "batch_for_step"): "token batches come from a seeded host generator so every "
                                                           "backend trains on the same numbers; moved to the device",
-    # -- sgl.systems: audited with issue 38 (Hugging Face models on any device)
-    **{(f"sgl/systems/{name}.py", "*"): _AUDIT for name in (
-        "data/embed", "data/lm_eval", "seq/straggler", "serving/lora/run", "serving/students/run")},
 }
 
 _FIX = {

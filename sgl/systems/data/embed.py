@@ -105,19 +105,20 @@ class HiddenStateEncoder:
         rows = []
         self.model.eval()
         texts = list(texts)
+        device = next(self.model.parameters()).device
         with torch.no_grad():
             for begin in range(0, len(texts), self.batch_size):
                 encodings = self.tokenizer.encode_batch(texts[begin:begin + self.batch_size])
                 ids = [e.ids[: self.max_tokens] or [0] for e in encodings]
                 width = max(len(i) for i in ids)
-                batch = torch.zeros(len(ids), width, dtype=torch.long)
-                mask = torch.zeros(len(ids), width)
+                batch = torch.zeros(len(ids), width, dtype=torch.long, device=device)
+                mask = torch.zeros(len(ids), width, device=device)
                 for r, row in enumerate(ids):
-                    batch[r, : len(row)] = torch.tensor(row)
+                    batch[r, : len(row)] = torch.tensor(row, device=device)
                     mask[r, : len(row)] = 1
                 out = self.model(input_ids=batch, attention_mask=mask.long(), output_hidden_states=True)
                 hidden = out.hidden_states[-1]
-                rows.append(((hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)).float().numpy())
+                rows.append(((hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)).float().cpu().numpy())
         x = normalize_rows(np.concatenate(rows)) if rows else np.zeros((0, 1), np.float32)
         self.dim = x.shape[1]
         return x

@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from sgl._checks import check_int, check_real
+from sgl.device import get_device
 from sgl.errors import ConfigError
 from sgl.systems.data.packing import Packing
 
@@ -61,7 +62,7 @@ class LMTrainConfig:
     warmup_steps: int = 10
     train_tokens: int = 200_000
     seed: int = 0
-    device: str = "cpu"
+    device: Optional[str] = None    # None: sgl.device.get_device() ($SGL_DEVICE, else CUDA when present)
 
     def __post_init__(self) -> None:
         for name in ("hidden", "layers", "heads", "intermediate", "batch_size", "train_tokens"):
@@ -112,7 +113,7 @@ def train_packed_lm(model: Any, rows: torch.Tensor, labels: torch.Tensor, config
     """Train on windows until ``train_tokens`` real tokens are consumed; returns the step log summary."""
     if rows.shape[0] == 0:
         raise ConfigError("no windows to train on")
-    device = torch.device(config.device)
+    device = get_device(config.device)
     model.to(device).train()
     generator = torch.Generator().manual_seed(config.seed)
     real = (labels[:, 1:] != IGNORE).sum(1)  # scored targets per row
@@ -169,9 +170,10 @@ def article_blocks(doc_ids: Sequence[torch.Tensor], context: int) -> torch.Tenso
 
 @torch.no_grad()
 def long_context_perplexity(model: Any, blocks: torch.Tensor, long_from: int = 512, batch_size: int = 4,
-                            device: str = "cpu") -> Dict[str, float]:
+                            device: Optional[str] = None) -> Dict[str, float]:
     """Perplexity of the tokens at positions ``>= long_from`` (and ``< long_from``) of ``blocks``."""
     check_int(long_from, "long_from", minimum=1, maximum=blocks.shape[1] - 1)
+    device = get_device(device)
     model.to(device).eval()
     total = torch.zeros(blocks.shape[1] - 1, dtype=torch.float64)
     for begin in range(0, blocks.shape[0], batch_size):
@@ -185,11 +187,12 @@ def long_context_perplexity(model: Any, blocks: torch.Tensor, long_from: int = 5
 
 @torch.no_grad()
 def short_document_perplexity(model: Any, doc_ids: Sequence[torch.Tensor], batch_size: int = 16,
-                              device: str = "cpu") -> float:
+                              device: Optional[str] = None) -> float:
     """Token-level perplexity of documents, each scored alone from position 0 (right-padded batches)."""
     docs = [d for d in doc_ids if d.numel() >= 2]
     if not docs:
         raise ConfigError("no short document with at least 2 tokens to score")
+    device = get_device(device)
     model.to(device).eval()
     nll, count = 0.0, 0
     for begin in range(0, len(docs), batch_size):

@@ -84,8 +84,8 @@ def measure_rates(size: int = 256, repeats: int = 5, group=None, work: int = 1) 
 
     from sgl import comm
 
-    mine = torch.tensor([time_gemm(size, repeats, work)], dtype=torch.float64)
-    return straggling_rates(torch.cat(comm.all_gather(mine, group=group)).numpy())
+    mine = torch.tensor([time_gemm(size, repeats, work)], dtype=torch.float64, device=comm.wire_device(group))
+    return straggling_rates(torch.cat(comm.all_gather(mine, group=group)).cpu().numpy())
 
 
 def straggler_setting(name: str, devices: int, node_size: int = 8) -> np.ndarray:

@@ -69,8 +69,10 @@ def _step_costs(model, tok_len: int, rows=None, repeats: int = 5) -> Dict[str, f
     ``rows(b)``: a context that makes the ``b`` rows use their own adapters (a mixed batch).
     Each figure is the fastest of ``repeats`` timings (the least disturbed by other load).
     """
+    device = next(model.parameters()).device
+
     def step(b: int) -> float:
-        ids = torch.randint(3, 100, (b, tok_len))
+        ids = torch.randint(3, 100, (b, tok_len), device=device)
         with torch.no_grad(), (rows(b) if rows is not None else contextlib.nullcontext()):
             out = model(input_ids=ids, use_cache=True)
             nxt, best = ids[:, -1:], float("inf")
@@ -84,7 +86,7 @@ def _step_costs(model, tok_len: int, rows=None, repeats: int = 5) -> Dict[str, f
     t1, t8 = step(1), step(8)
     prefill = float("inf")
     with torch.no_grad(), (rows(1) if rows is not None else contextlib.nullcontext()):
-        ids = torch.randint(3, 100, (1, 256))
+        ids = torch.randint(3, 100, (1, 256), device=device)
         for _ in range(repeats):
             start = time.perf_counter()
             model(input_ids=ids)

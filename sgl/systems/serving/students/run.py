@@ -101,7 +101,7 @@ def run_students(cfg: StudentsConfig) -> Dict[str, Any]:
             m = dmask[rows]
             w = int(m.sum(1).max())
             with torch.no_grad():
-                return fn(dids[rows, :w], m[:, :w], active).argmax(-1).numpy()
+                return fn(dids[rows, :w], m[:, :w], active).argmax(-1).cpu().numpy()
         return serve
 
     runs = {"teacher": replay(serve_with(lambda i, m, a: teach(i, m)), arrivals, max_batch=cfg.max_batch),
