@@ -167,7 +167,7 @@ def _lm_rank(rank: int, world: int, root: str, variants: list, steps: int) -> di
             loss = loss_of(net, batch)
             loss.backward()
             opt.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
         with torch.no_grad():
             held_loss = float(loss_of(model, val))
         out[f"{name}-{bits}"] = {"train": float(np.mean(losses[-20:])), "val": held_loss,

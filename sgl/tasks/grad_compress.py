@@ -20,7 +20,7 @@ Example (one process: nothing to compress):
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from sgl._checks import check_int
 from sgl.errors import ConfigError
@@ -60,13 +60,41 @@ def register_grad_compress(net: Any, name: str, bits: int = 4, rank: int = 1, se
         # start at the first step: the warm-up iterations of torch's default would hide the cost
         state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=rank,
                                             start_powerSGD_iter=2, random_seed=seed)
-        net.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+        hook = powerSGD_hook.powerSGD_hook
+        if _backend() == "gloo":
+            hook = _in_bucket_order(hook)
+        net.register_comm_hook(state, hook)
         return state
     from sgl.comm.compress import QuantHookState, build_quantizer, quantized_allreduce_hook
 
     state = QuantHookState(build_quantizer(name, bits, seed=seed))
     net.register_comm_hook(state, quantized_allreduce_hook)
     return state
+
+
+def _backend() -> str:
+    import torch.distributed as dist
+
+    return str(dist.get_backend()) if dist.is_initialized() else ""
+
+
+def _in_bucket_order(hook: Callable) -> Callable:
+    """``hook`` run to completion before DDP's next bucket starts its own.
+
+    torch's PowerSGD hook chains two all-reduces per bucket through future callbacks. Under Gloo those
+    callbacks run on whichever thread finishes first, so with more than one bucket the ranks can issue
+    the second all-reduce of different buckets in different orders -- a collective mismatch that aborts
+    Gloo (``op.preamble.length <= op.nbytes``). Waiting for each bucket keeps every rank in DDP's bucket
+    order, at the price of overlapping less of the communication with backward.
+    """
+    import torch
+
+    def ordered(state, bucket):   # no annotations: DDP checks them against dist.GradBucket
+        done = torch.futures.Future()
+        done.set_result(hook(state, bucket).wait())
+        return done
+
+    return ordered
 
 
 def grad_compress_report(name: str, state: Optional[Any], bits: int, rank: int) -> Dict[str, Any]:
