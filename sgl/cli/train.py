@@ -150,9 +150,10 @@ def register(sub: Any) -> None:
     g.add_argument("--uneven", choices=("pad", "drop"),
                    help="processes with fewer training nodes join with empty batches (pad, default) or all "
                         "stop at the shortest shard (drop)")
-    g.add_argument("--grad-compress", choices=("none", "tinyscript", "uniform", "powersgd"),
-                   help="compress DDP's gradient all-reduce: TinyScript or uniform --grad-bits codes, or "
-                        "torch's PowerSGD hook (default none; docs/compress.md)")
+    g.add_argument("--grad-compress", choices=("none", "tinyscript", "uniform", "powersgd", "sketchml"),
+                   help="compress DDP's gradient all-reduce: TinyScript or uniform --grad-bits codes, "
+                        "torch's PowerSGD hook, or SketchML for sparse embedding gradients (default none; "
+                        "docs/compress.md)")
     g.add_argument("--grad-bits", type=int, help="bits per gradient value for tinyscript/uniform (2-8, default 4)")
     g.add_argument("--powersgd-rank", type=int, help="rank of PowerSGD's approximation (default 1)")
     t.set_defaults(handler=cmd_train, library_names=_LIBRARY_NAMES)

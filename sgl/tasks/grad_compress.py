@@ -7,6 +7,8 @@ DDP averages every gradient bucket with one float32 all-reduce. A communication 
   ranks all-gather the codes and average the decoded buckets;
 * ``uniform``: the same with uniform ``bits``-bit levels (:class:`~sgl.comm.compress.UniformQuantizer`),
   the baseline TinyScript is measured against;
+* ``sketchml``: sparse gradient buckets (``nn.Embedding(sparse=True)``) travel as SketchML key-value
+  payloads (:func:`sgl.comm.compress.sparse_kv_hook`); dense buckets keep the float32 mean;
 * ``powersgd``: torch's own PowerSGD hook (rank ``powersgd_rank`` approximations with error
   feedback; ``torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook``);
 * ``none``: DDP's float32 all-reduce.
@@ -14,7 +16,7 @@ DDP averages every gradient bucket with one float32 all-reduce. A communication 
 Example (one process: nothing to compress):
     >>> from sgl.tasks.grad_compress import GRAD_COMPRESSORS, check_grad_compress
     >>> GRAD_COMPRESSORS
-    ('none', 'tinyscript', 'uniform', 'powersgd')
+    ('none', 'tinyscript', 'uniform', 'powersgd', 'sketchml')
     >>> check_grad_compress("tinyscript", bits=4, rank=1)
     'tinyscript'
 """
@@ -28,7 +30,7 @@ from sgl.errors import ConfigError
 __all__ = ["GRAD_COMPRESSORS", "check_grad_compress", "register_grad_compress", "grad_compress_report"]
 
 #: what ``--grad-compress`` accepts
-GRAD_COMPRESSORS = ("none", "tinyscript", "uniform", "powersgd")
+GRAD_COMPRESSORS = ("none", "tinyscript", "uniform", "powersgd", "sketchml")
 
 
 def check_grad_compress(name: str, bits: int = 4, rank: int = 1) -> str:
@@ -64,6 +66,12 @@ def register_grad_compress(net: Any, name: str, bits: int = 4, rank: int = 1, se
         if _backend() == "gloo":
             hook = _in_bucket_order(hook)
         net.register_comm_hook(state, hook)
+        return state
+    if name == "sketchml":
+        from sgl.comm.compress import KVHookState, SketchMLCodec, sparse_kv_hook
+
+        state = KVHookState(SketchMLCodec(seed=seed))
+        net.register_comm_hook(state, sparse_kv_hook)
         return state
     from sgl.comm.compress import QuantHookState, build_quantizer, quantized_allreduce_hook
 
@@ -103,6 +111,9 @@ def grad_compress_report(name: str, state: Optional[Any], bits: int, rank: int) 
     if name in ("tinyscript", "uniform"):
         out["grad_bits"] = bits
         out["grad_bytes_sent"] = int(getattr(state, "bytes_sent", 0))
+    elif name == "sketchml":
+        out["grad_bytes_sent"] = int(getattr(state, "bytes_sent", 0))
+        out["grad_bytes_fp32"] = int(getattr(state, "bytes_fp32", 0))
     elif name == "powersgd":
         out["powersgd_rank"] = rank
     return out

@@ -12,7 +12,8 @@ all use it. One concept per module:
   ``DistTransport(..., compressor=SketchMLCodec())`` compresses HET / HET-GMP pushes;
 * :mod:`~sgl.comm.compress.tinyscript` -- TinyScript's Weibull-fitted non-uniform stochastic
   quantiser and the uniform (QSGD-style) baseline; :mod:`~sgl.comm.compress.hooks` -- a DDP
-  communication hook and saved-tensor hooks for activations;
+  communication hook and saved-tensor hooks for activations; :mod:`~sgl.comm.compress.kv_hook` --
+  a DDP hook that sends sparse embedding gradients through a key-value codec (SketchML);
 * :mod:`~sgl.comm.compress.iblt`, :mod:`~sgl.comm.compress.masks`,
   :mod:`~sgl.comm.compress.kvsagg` -- KVSAgg: HyperIBLT, X25519 pairwise masks, and
   :func:`kvsagg_sum` over sgl.comm ranks (no dropout recovery).
@@ -38,6 +39,7 @@ from sgl.comm.compress.tinyscript import (
     TinyScriptQuantizer, UniformQuantizer, build_quantizer, check_bits, fit_weibull, level_variance,
 )
 from sgl.comm.compress.hooks import QuantHookState, quantized_allreduce_hook, quantized_saved_tensors
+from sgl.comm.compress.kv_hook import KVHookState, sparse_kv_hook
 from sgl.comm.compress.iblt import FIELD_PRIME, PEEL_THRESHOLD, HyperIBLT, IBLTResult
 from sgl.comm.compress.masks import PairwiseMasker, X25519Identity, prg_field
 from sgl.comm.compress.kvsagg import aggregate_tables, check_specs, kvsagg_sum, table_bytes
@@ -47,7 +49,7 @@ __all__ = [
     "KVCodec", "FP32Codec", "Uniform8Codec", "ZlibCodec", "KV_CODECS", "build_codec", "stochastic_round",
     "MinMaxSketch", "SketchMLCodec", "quantile_edges",
     "TinyScriptQuantizer", "UniformQuantizer", "build_quantizer", "check_bits", "fit_weibull", "level_variance",
-    "QuantHookState", "quantized_allreduce_hook", "quantized_saved_tensors",
+    "QuantHookState", "quantized_allreduce_hook", "quantized_saved_tensors", "KVHookState", "sparse_kv_hook",
     "HyperIBLT", "IBLTResult", "FIELD_PRIME", "PEEL_THRESHOLD",
     "X25519Identity", "PairwiseMasker", "prg_field",
     "kvsagg_sum", "aggregate_tables", "check_specs", "table_bytes",
