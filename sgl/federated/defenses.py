@@ -52,6 +52,8 @@ __all__ = ["DEFENSES", "perturb", "max_norm", "marvell", "projpert", "projpert_t
            "pair_sumkl", "marvell_solve"]
 
 DEFENSES = ("none", "max-norm", "marvell", "projpert-iso", "projpert-opt")
+#: the defenses that add a ``[B, d]`` Gaussian (their noise can be drawn ahead: ``perturb(noise=...)``)
+GAUSSIAN_DEFENSES = ("marvell", "projpert-iso", "projpert-opt")
 
 
 def pair_sumkl(t1: torch.Tensor, t0: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
@@ -102,6 +104,14 @@ def _randn(shape, generator: Optional[torch.Generator], like: torch.Tensor) -> t
     return torch.randn(shape, generator=generator).to(like.device, like.dtype)
 
 
+def _noise(noise: Optional[torch.Tensor], flat: torch.Tensor, generator: Optional[torch.Generator]) -> torch.Tensor:
+    if noise is None:
+        return _randn(flat.shape, generator, flat)
+    if tuple(noise.shape) != tuple(flat.shape):
+        raise ConfigError(f"pre-drawn noise has shape {tuple(noise.shape)}, the derivatives {tuple(flat.shape)}")
+    return noise.to(flat.device, flat.dtype)
+
+
 def projpert_targets(s1: torch.Tensor, s0: torch.Tensor, m: torch.Tensor, c: float, mode: str = "iso",
                      grid: int = 64, refine: int = 40) -> Tuple[torch.Tensor, torch.Tensor]:
     """Target class stds ``(t1, t0) >= (s1, s0)`` with per-coordinate sumKL <= ``c`` (float64)."""
@@ -140,8 +150,12 @@ def projpert_targets(s1: torch.Tensor, s0: torch.Tensor, m: torch.Tensor, c: flo
 
 
 def projpert(g: torch.Tensor, y: torch.Tensor, bound: float, mode: str = "iso",
-             generator: Optional[torch.Generator] = None) -> torch.Tensor:
-    """ProjPert perturbation of ``g [B, d]`` to total diagonal sumKL <= ``bound``."""
+             generator: Optional[torch.Generator] = None, noise: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """ProjPert perturbation of ``g [B, d]`` to total diagonal sumKL <= ``bound``.
+
+    ``noise``: a standard normal of ``g.flatten(1)``'s shape drawn beforehand (e.g. by
+    :class:`~sgl.federated.noise.NoiseAhead`); otherwise it is drawn here from ``generator``.
+    """
     pos = y.reshape(-1) > 0.5
     if pos.all() or not pos.any():  # one class only: nothing to separate (FDL would give NaN moments)
         return g
@@ -151,7 +165,7 @@ def projpert(g: torch.Tensor, y: torch.Tensor, bound: float, mode: str = "iso",
     std1, std0 = (t1 ** 2 - s1 ** 2).clamp_min(0).sqrt(), (t0 ** 2 - s0 ** 2).clamp_min(0).sqrt()
     std1, std0 = std1.to(flat.dtype), std0.to(flat.dtype)
     scale = torch.addr(std0.expand_as(flat), pos.to(flat.dtype), std1 - std0)  # each row: its class's stds
-    return torch.addcmul(flat, _randn(flat.shape, generator, flat), scale).view_as(g)
+    return torch.addcmul(flat, _noise(noise, flat, generator), scale).view_as(g)
 
 
 def _marvell_sumkl(lam: np.ndarray, u: float, v: float, delta2: float, d: int) -> float:
@@ -196,8 +210,8 @@ def marvell_solve(u: float, v: float, delta2: float, p: float, d: int, bound: Op
 
 
 def marvell(g: torch.Tensor, y: torch.Tensor, bound: Optional[float] = None, scale: Optional[float] = None,
-            generator: Optional[torch.Generator] = None) -> torch.Tensor:
-    """Marvell perturbation of ``g [B, d]`` (see the module docstring)."""
+            generator: Optional[torch.Generator] = None, noise: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Marvell perturbation of ``g [B, d]`` (see the module docstring); ``noise`` as in :func:`projpert`."""
     pos = y.reshape(-1) > 0.5
     if pos.all() or not pos.any():
         return g
@@ -213,24 +227,29 @@ def marvell(g: torch.Tensor, y: torch.Tensor, bound: Optional[float] = None, sca
                        torch.tensor(lam[0], dtype=flat.dtype, device=flat.device)).sqrt()
     lam2 = torch.where(pos, torch.tensor(lam[3], dtype=flat.dtype, device=flat.device),
                        torch.tensor(lam[2], dtype=flat.dtype, device=flat.device)).sqrt()
-    iso = _randn(flat.shape, generator, flat)
+    iso = _noise(noise, flat, generator)
     iso = iso - (iso @ direction)[:, None] * direction[None, :]
     along = _randn((flat.shape[0],), generator, flat)
     return (flat + lam1[:, None] * along[:, None] * direction[None, :] + lam2[:, None] * iso).view_as(g)
 
 
 def perturb(defense: str, g: torch.Tensor, y: torch.Tensor, bound: Optional[float] = None,
-            scale: Optional[float] = None, generator: Optional[torch.Generator] = None) -> torch.Tensor:
-    """Apply ``defense`` (one of :data:`DEFENSES`) to one batch's derivatives."""
+            scale: Optional[float] = None, generator: Optional[torch.Generator] = None,
+            noise: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Apply ``defense`` (one of :data:`DEFENSES`) to one batch's derivatives.
+
+    ``noise``: the ``[B, d]`` standard normal of a Gaussian defense (Marvell, ProjPert) drawn
+    beforehand; ``None`` draws it here from ``generator``.
+    """
     key = str(defense).lower().replace("_", "-")
     if key == "none":
         return g
     if key == "max-norm":
         return max_norm(g, generator)
     if key == "marvell":
-        return marvell(g, y, bound=bound, scale=scale, generator=generator)
+        return marvell(g, y, bound=bound, scale=scale, generator=generator, noise=noise)
     if key in ("projpert-iso", "projpert-opt"):
         if bound is None or not bound > 0:
             raise ConfigError(f"ProjPert needs a sumKL bound > 0, got {bound!r}")
-        return projpert(g, y, bound, key.split("-")[1], generator)
+        return projpert(g, y, bound, key.split("-")[1], generator, noise=noise)
     raise ConfigError(f"unknown defense {defense!r}; available: {', '.join(DEFENSES)}")

@@ -33,7 +33,8 @@ from sgl.federated.blindfl import BlindSourceFeatureSide, BlindSourceLabelSide, 
 from sgl.federated.celu import Workset, instance_weights
 from sgl.federated.channel import Channel
 from sgl.federated.config import FederatedConfig
-from sgl.federated.defenses import perturb
+from sgl.federated.defenses import GAUSSIAN_DEFENSES, perturb
+from sgl.federated.noise import NoiseAhead
 from sgl.federated.models import build_bottom, build_top
 from sgl.federated.split import PartyView, check_aligned
 
@@ -95,6 +96,9 @@ class SplitParty:
         self.workset = Workset(cfg.workset, cfg.max_uses, seed=cfg.seed * 31 + rank)
         self.noise = torch.Generator(device=self.device).manual_seed(cfg.seed * 101 + rank)
         self.selector = torch.Generator(device=self.device).manual_seed(cfg.seed * 211 + rank)
+        # a Gaussian defense's noise for the next batch is drawn while the party waits for activations
+        gaussian = str(cfg.defense).lower().replace("_", "-") in GAUSSIAN_DEFENSES
+        self.noise_ahead = NoiseAhead(cfg.seed * 307 + rank, self.device) if self.active and gaussian else None
         self.updates = 0
         self.log: Dict[str, Any] = {"losses": [], "curve": [], "attack": [], "defense_seconds": 0.0,
                                     "step_seconds": 0.0, "local_steps": 0}
@@ -190,10 +194,13 @@ class SplitParty:
                     self.sources[p].backward(h.grad, self.config.passive_lr or self.config.lr)
                     continue
                 t0 = time.perf_counter()
+                z = None if self.noise_ahead is None else self.noise_ahead.take((h.shape[0], h[0].numel()))
                 g = perturb(self.config.defense, h.grad, labels, bound=self.config.sumkl_bound,
-                            scale=self.config.marvell_scale, generator=self.noise)
+                            scale=self.config.marvell_scale, generator=self.noise, noise=z)
                 self.log["defense_seconds"] += time.perf_counter() - t0
                 ch.send(g, p, "grad")
+                if self.noise_ahead is not None:   # the next batch's, drawn while we wait for its activations
+                    self.noise_ahead.prefetch((h.shape[0], h[0].numel()))
             self.optimizer.step()
             loss_value = float(loss.detach())
             self.log["losses"].append(loss_value)
@@ -318,6 +325,9 @@ class SplitParty:
                     meter = self.channel.meter
                     self.log["curve"].append({"round": meter.rounds, "link_seconds": meter.link_seconds,
                                               "compute_seconds": self.log["step_seconds"], "val_auc": val["auc"]})
+        if self.noise_ahead is not None:
+            self.noise_ahead.close()
+            self.log["noise_prefetched"] = self.noise_ahead.hits
         test = self.evaluate("test", record=cfg.observe > 0)
         out = dict(self.log, traffic=self.channel.meter.summary(), rank=self.rank, updates=self.updates)
         if cfg.observe:
