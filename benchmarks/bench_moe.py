@@ -56,6 +56,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--mix-hidden", type=int, default=256, help="hidden size of the tiny Mixtral (precision table)")
     p.add_argument("--mix-ffn", type=int, default=512, help="expert ffn size of the tiny Mixtral")
     p.add_argument("--mix-batch", type=int, default=16, help="global batch (sequences of 64 tokens)")
+    p.add_argument("--ceiling-steps", type=int, default=4, help="fp32 steps profiled for the bf16 ceiling")
     p.add_argument("--tables", nargs="+", choices=("netmoe", "lsh", "balance", "precision", "experts"),
                    default=["netmoe", "lsh", "balance", "precision", "experts"],
                    help="tables to run (default all; 'lsh' also runs the 2-process calibration)")
@@ -318,6 +319,117 @@ def precision_table(args, out):
                         "val_loss_rel_diff": dval, "steps": cfg.steps}
 
 
+#: the GEMMs of a step (``_grouped_mm`` on the CPU is a loop of ``aten::mm`` calls, counted there)
+_GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm")
+#: fused attention kernels: the oracle makes them free
+_ATTENTION_OPS = ("aten::_scaled_dot_product_flash_attention_for_cpu",
+                  "aten::_scaled_dot_product_flash_attention_for_cpu_backward")
+
+
+def _gemm_ratio(op: str, shapes: list, repeats: int = 5) -> float:
+    """Best bf16 time / fp32 time of one GEMM at these shapes, over the layouts of its operands."""
+    import time
+
+    import torch
+
+    def best(fn):
+        fn()
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    mats = [list(x) for x in shapes if len(x) >= 2]        # mm(a, b), addmm(bias, a, b, ...), bmm(a, b)
+    (m, k), (_, n) = mats[-2][-2:], mats[-1][-2:]
+    lead = tuple(mats[-2][:-2])
+    out = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        a, b = torch.randn(*lead, m, k, dtype=dtype), torch.randn(*lead, k, n, dtype=dtype)
+        at, bt = a.transpose(-1, -2).contiguous().transpose(-1, -2), b.transpose(-1, -2).contiguous().transpose(-1, -2)
+        out[dtype] = [best(lambda x=x, y=y: torch.matmul(x, y)) for x, y in ((a, b), (a, bt), (at, b))]
+    return min(1.0, min(out[torch.bfloat16]) / max(min(out[torch.float32]), 1e-9))
+
+
+def precision_ceiling(args, out):
+    """An upper bound on bf16 autocast's step speed-up, from a profile of the fp32 step (an oracle).
+
+    The fp32 step (same model, data, fused AdamW, 1 thread) is split by torch.profiler into GEMMs
+    (by shape), fused attention, the optimizer (``Optimizer.step``), every other op, and the rest of
+    the wall time (Python, dispatch, autograd bookkeeping). The oracle bf16 step keeps the optimizer
+    (fp32 master weights) and the rest, halves every other op (half the bytes), makes attention free,
+    runs every GEMM at the best bf16/fp32 ratio measured for its shape over operand layouts, and
+    pays only the one unavoidable cast of each weight to bf16 per step (measured)::
+
+        speed-up <= T / (T_opt + T_rest + T_other / 2 + sum_gemm T_gemm * r(shape) + T_cast)
+    """
+    import time
+
+    import torch
+
+    from dataclasses import replace
+
+    from sgl.systems.moe import WikiTextMoEConfig
+    from sgl.systems.moe.train import TrainSpec, build_model, train_moe_lm
+    from sgl.systems.moe.workload import wikitext_batches
+
+    torch.set_num_threads(1)
+    hf = _mixtral_config(args)
+    cfg = replace(WikiTextMoEConfig(steps=args.ceiling_steps, batch_size=args.mix_batch, val_batches=1, lr=3e-3),
+                  vocab_size=int(hf["vocab_size"]))
+    train, _ = wikitext_batches(args.root, cfg, args.cache_dir)
+    spec = TrainSpec(None, None, train, lr=cfg.lr, dispatch="local", hf_config=hf, precision="fp32", seed=cfg.seed)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        train_moe_lm(0, 1, spec)
+    events = prof.events()
+    steps = sorted((e for e in events if e.name == "sgl.moe.step"), key=lambda e: e.time_range.start)[1:]  # warm-up
+    parts = {"total": 0.0, "gemm": 0.0, "attention": 0.0, "optimizer": 0.0, "other_ops": 0.0}
+    gemms = {}
+    for st in steps:
+        lo, hi = st.time_range.start, st.time_range.end
+        inside = [e for e in events if e.thread == st.thread and lo <= e.time_range.start and e.time_range.end <= hi
+                  and e is not st]
+        opt = [e for e in inside if e.name.startswith("Optimizer.step#")]
+        parts["total"] += st.cpu_time_total
+        parts["optimizer"] += sum(o.cpu_time_total for o in opt)
+        for e in inside:
+            if not e.name.startswith("aten::") or any(o.time_range.start <= e.time_range.start <= o.time_range.end
+                                                       for o in opt):
+                continue
+            if e.name in _GEMM_OPS:
+                parts["gemm"] += e.self_cpu_time_total
+                key = (e.name, str(e.input_shapes))
+                gemms[key] = gemms.get(key, (e.input_shapes, 0.0))[0], gemms.get(key, (None, 0.0))[1] + e.self_cpu_time_total
+            elif e.name in _ATTENTION_OPS:
+                parts["attention"] += e.self_cpu_time_total
+            else:
+                parts["other_ops"] += e.self_cpu_time_total
+    n = max(len(steps), 1)
+    ms = {k: v / n / 1e3 for k, v in parts.items()}
+    # the step's wall time without the profiler's own overhead: a second, unprofiled run
+    plain = train_moe_lm(0, 1, spec)["step_time"][1:]
+    ms["total"] = float(sorted(plain)[len(plain) // 2]) * 1e3
+    rest = max(0.0, ms["total"] - sum(ms[k] for k in ("gemm", "attention", "optimizer", "other_ops")))
+    gemm_oracle = sum(t * _gemm_ratio(op, shapes) for (op, _), (shapes, t) in gemms.items()) / n / 1e3
+    model = build_model(spec)
+    t0 = time.perf_counter()
+    for p in model.parameters():
+        p.detach().to(torch.bfloat16)
+    cast = (time.perf_counter() - t0) * 1e3
+    oracle = ms["optimizer"] + rest + ms["other_ops"] / 2 + gemm_oracle + cast
+    bound = ms["total"] / oracle
+    print(f"\nprecision ceiling: fp32 step profiled ({len(steps)} steps after a warm-up, fused AdamW, 1 thread)")
+    print(f"  fp32 step {ms['total']:.1f} ms = GEMM {ms['gemm']:.1f} + attention {ms['attention']:.1f} + optimizer "
+          f"{ms['optimizer']:.1f} + other ops {ms['other_ops']:.1f} + Python/dispatch {rest:.1f}")
+    print(f"  oracle bf16 step {oracle:.1f} ms = optimizer {ms['optimizer']:.1f} + Python/dispatch {rest:.1f} + other "
+          f"ops / 2 {ms['other_ops'] / 2:.1f} + GEMM at the best measured bf16 ratio per shape {gemm_oracle:.1f} "
+          f"(x{ms['gemm'] / max(gemm_oracle, 1e-9):.2f}) + one cast of the weights {cast:.1f} + attention 0")
+    print(f"  bound on the bf16 step speed-up: x{bound:.2f} (target x2.0; {len(gemms)} GEMM shapes replayed)")
+    out["precision_ceiling"] = dict(ms, rest=rest, gemm_oracle=gemm_oracle, cast=cast, oracle=oracle, bound=bound,
+                                    steps=len(steps), gemm_shapes=len(gemms))
+
+
 def experts_table(args, out):
     """One expert bank's forward+backward: grouped GEMM / padded bmm / loop at equal dtype."""
     import torch
@@ -370,6 +482,7 @@ def main() -> int:
         balance_table(real, args, out)
     if "precision" in args.tables:
         precision_table(args, out)
+        precision_ceiling(args, out)
     if "experts" in args.tables:
         experts_table(args, out)
     if args.json:
