@@ -1,6 +1,8 @@
 """Training beyond device memory and surviving lost devices (MEMO, TSPLIT, pages, resharding, partial-reduce).
 
 * :mod:`~sgl.systems.memory.offload` -- :class:`TokenOffloadBlock`, MEMO's token-wise offload/recompute;
+* :mod:`~sgl.systems.memory.block_parts` -- a TinyLM block or a Hugging Face decoder layer as its
+  attention and token-wise parts (what MEMO and TSPLIT split);
 * :mod:`~sgl.systems.memory.alpha` -- :func:`offload_ratio`, the alpha LP, and its measured inputs;
 * :mod:`~sgl.systems.memory.trace` -- :class:`AllocTrace`, the tensor-lifetime tracer;
 * :mod:`~sgl.systems.memory.dsa` -- the DSA MIP, first/best-fit replays, the sum-of-live bound;
@@ -29,8 +31,9 @@ from sgl.systems.memory.recovery import (PeriodicCheckpointer, committed_steps, 
 from sgl.systems.memory.preduce import (PartialReduce, preduce_worker, regression_problem, staleness_weights,
                                         sync_worker)
 from sgl.systems.memory.survivors import SurvivorPlanSearcher, Survivors, plan_layout, replan
-from sgl.systems.memory.reshard import (check_checkpoint, layout_name, layout_plan, model_fingerprint, restore_worker,
-                                       save_worker)
+from sgl.systems.memory.reshard import (architecture, check_checkpoint, layout_name, layout_plan, model_fingerprint,
+                                       restore_worker, save_worker)
+from sgl.systems.memory.block_parts import attention_part, blocks_of, layer_kind, tokenwise_part
 from sgl.systems.memory.trace import AllocTrace, TensorLifetimeTracer, record_lm_trace, record_trace
 from sgl.systems.memory.tsplit import (OpCost, TSplitBlock, TSplitPlan, apply_tsplit, plan_tsplit,
                                        profile_block_ops, split_apply)
@@ -38,6 +41,8 @@ from sgl.systems.memory.tsplit import (OpCost, TSplitBlock, TSplitPlan, apply_ts
 __all__ = [
     # MEMO offload and alpha
     "AlphaPlan", "HostStore", "TokenOffloadBlock", "measure_offload_inputs", "offload_ratio", "wrap_blocks",
+    # TinyLM / Hugging Face decoder layers as attention + token-wise parts
+    "attention_part", "blocks_of", "layer_kind", "tokenwise_part",
     # traces and DSA plans
     "AllocTrace", "BilevelPlan", "DSAPlan", "TensorLifetimeTracer", "best_fit", "best_offline", "brute_force_dsa",
     "caching_allocator_peak", "check_plan", "first_fit", "greedy_by_size", "live_lower_bound", "plan_bilevel",
@@ -47,7 +52,7 @@ __all__ = [
     # Angel-PTM pages
     "PagedAdam", "train_in_memory", "train_paged",
     # resharding checkpoints
-    "SurvivorPlanSearcher", "Survivors", "check_checkpoint", "layout_name", "layout_plan", "model_fingerprint",
+    "SurvivorPlanSearcher", "Survivors", "architecture", "check_checkpoint", "layout_name", "layout_plan", "model_fingerprint",
     "plan_layout", "replan", "restore_worker", "save_worker",
     "PeriodicCheckpointer", "committed_steps", "kill_and_resume", "latest_checkpoint", "recovery_worker",
     # partial-reduce

@@ -1,6 +1,7 @@
 """MEMO's token-wise activation offload/recompute for Transformer blocks.
 
-A pre-norm block is an *attention* sub-layer ``a = Attn(LN1(x))`` followed by a *token-wise*
+The block is our :class:`~sgl.systems.runtime.TransformerBlock` or a Hugging Face Llama-style
+decoder layer (:mod:`sgl.systems.memory.block_parts` splits both).  A pre-norm block is an *attention* sub-layer ``a = Attn(LN1(x))`` followed by a *token-wise*
 part ``y = h + MLP(LN2(h))``, ``h = x + O(a)``, in which every token is independent.  After the
 forward of a block wrapped by :class:`TokenOffloadBlock`:
 
@@ -32,31 +33,12 @@ from typing import Any, List, Tuple
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from torch.utils._python_dispatch import _disable_current_modes
 
 from sgl._checks import check_real
-from sgl.errors import ConfigError
+from sgl.systems.memory.block_parts import attention_part, blocks_of, layer_context, layer_kind, tokenwise_part
 
 __all__ = ["TokenOffloadBlock", "HostStore", "attention_part", "tokenwise_part", "wrap_blocks"]
-
-
-def attention_part(block: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """``Attn(LN1(x))`` of a :class:`~sgl.systems.runtime.TransformerBlock`, ``[b, s, h]`` before ``O``."""
-    b, s, _ = x.shape
-    y = block.ln1(x)
-    q = block.q(y).view(b, s, -1, block.head_dim).transpose(1, 2)
-    k = block.k(y).view(b, s, -1, block.head_dim).transpose(1, 2)
-    v = block.v(y).view(b, s, -1, block.head_dim).transpose(1, 2)
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, -1)
-
-
-def tokenwise_part(block: nn.Module, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
-    """``h + MLP(LN2(h))`` with ``h = x + O(a)``, row by row (any leading shape)."""
-    h = x + block.o(a)
-    y = block.ln2(h)
-    hidden = F.silu(block.w1(y)) * block.w3(y) if block.w3 is not None else F.gelu(block.w1(y))
-    return h + block.w2(hidden)
 
 
 class HostStore:
@@ -144,7 +126,8 @@ class TokenOffloadBlock(nn.Module):
     all of it.
 
     Args:
-        block: a :class:`~sgl.systems.runtime.TransformerBlock` (its weights are used, not copied).
+        block: a :class:`~sgl.systems.runtime.TransformerBlock` or a Hugging Face decoder layer
+            (its weights are used, not copied); a Hugging Face layer is called as its model calls it.
         alpha: fraction of tokens whose token-wise activations are offloaded, in ``[0, 1]``.
         quantizer: keep the offloaded activations as ``bits``-bit codes (see :class:`HostStore`;
             e.g. ``sgl.comm.compress.TinyScriptQuantizer(4)``); ``None`` keeps them exact.
@@ -152,19 +135,17 @@ class TokenOffloadBlock(nn.Module):
 
     def __init__(self, block: nn.Module, alpha: float = 0.5, quantizer: Any = None) -> None:
         super().__init__()
-        for name in ("ln1", "q", "k", "v", "o", "ln2", "w1", "w2"):
-            if not hasattr(block, name):
-                raise ConfigError(f"TokenOffloadBlock needs a TransformerBlock (pre-norm attention + MLP); "
-                                  f"{type(block).__name__} has no {name!r}")
+        self.kind = layer_kind(block, "TokenOffloadBlock")
         self.block = block
         self.alpha = check_real(alpha, "offload ratio alpha", 0.0, 1.0)
         self.store = HostStore(list(block.parameters()), quantizer=quantizer)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not torch.is_grad_enabled():
-            return self.block(x)
+    def forward(self, x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        ctx = layer_context(args, kwargs) if self.kind == "hf" else None
+        if not torch.is_grad_enabled() or (ctx and ctx.get("use_cache")) or (self.kind == "tiny" and (args or kwargs)):
+            return self.block(x, *args, **kwargs)
         with self.store.hooks():
-            a = attention_part(self.block, x)
+            a = attention_part(self.block, x, ctx)
         b, s, h = x.shape
         n = b * s
         k = int(round(self.alpha * n))
@@ -184,11 +165,12 @@ class TokenOffloadBlock(nn.Module):
 
 
 def wrap_blocks(model: nn.Module, alpha: float, last_plain: int = 0) -> nn.Module:
-    """Wrap ``model.blocks`` in place with :class:`TokenOffloadBlock` (the last ``last_plain`` not:
-    MEMO leaves the final layers on the device, their backward comes at once)."""
-    blocks = getattr(model, "blocks", None)
-    if blocks is None:
-        raise ConfigError("wrap_blocks: the model needs a `blocks` ModuleList")
+    """Wrap the decoder layers of ``model`` in place with :class:`TokenOffloadBlock` (the last
+    ``last_plain`` not: MEMO leaves the final layers on the device, their backward comes at once).
+
+    ``model``: a TinyLM (``model.blocks``) or a Hugging Face causal LM (``model.model.layers``).
+    """
+    blocks = blocks_of(model)
     for i in range(len(blocks) - last_plain):
         if not isinstance(blocks[i], TokenOffloadBlock):
             blocks[i] = TokenOffloadBlock(blocks[i], alpha)

@@ -10,15 +10,19 @@ Galvatron search over any device count), and the survivors restore the last chec
 (``layout`` = that :class:`~sgl.systems.parallel.Plan`); the steps since that checkpoint are the
 steps lost (:mod:`sgl.systems.memory.recovery` measures them under SIGKILL).
 
-``sgl-model.json`` next to DCP's files names the model preset and its parameter shapes; loading a
-checkpoint of another model is a :class:`~sgl.errors.ConfigError`.
+The model is :attr:`ExecConfig.arch`'s: TinyLM or a Hugging Face ``LlamaForCausalLM``
+(``arch="hf-llama"``).  ``sgl-model.json`` next to DCP's files names the model preset, its
+architecture (``model_type`` and sizes: the Hugging Face config's, or TinyLM's) and its parameter
+shapes; loading a checkpoint of another architecture or model is a :class:`~sgl.errors.ConfigError`
+naming both.
 
 Runs under :func:`sgl.comm.spawn` (see :func:`save_worker`, :func:`restore_worker`); the
 single-process check:
 
 >>> from sgl.systems.runtime import ExecConfig, build_tiny_lm
->>> model_fingerprint(build_tiny_lm(ExecConfig()), "tiny")["shapes"]["blocks.0.q.weight"]
-[64, 64]
+>>> fp = model_fingerprint(build_tiny_lm(ExecConfig()), "tiny")
+>>> fp["shapes"]["blocks.0.q.weight"], fp["architecture"]["model_type"]
+([64, 64], 'sgl-tinylm')
 """
 from __future__ import annotations
 
@@ -33,30 +37,66 @@ from sgl import comm
 from sgl.errors import ConfigError
 from sgl.fileio import atomic_write
 from sgl.systems.parallel.config_io import Plan
-from sgl.systems.runtime.config import ExecConfig, batch_for_step, build_tiny_lm
+from sgl.systems.runtime.config import ExecConfig, batch_for_step
+from sgl.systems.runtime.models import build_model
 from sgl.systems.runtime.parallelize import parallelize
 from sgl.systems.runtime.plans import check_plan, make_plan
 from sgl.systems.runtime.tiny_lm import lm_loss
 
-__all__ = ["layout_plan", "layout_name", "save_worker", "restore_worker", "model_fingerprint", "check_checkpoint"]
+__all__ = ["architecture", "layout_plan", "layout_name", "save_worker", "restore_worker", "model_fingerprint",
+           "check_checkpoint"]
+
+
+def architecture(model: torch.nn.Module) -> Optional[Dict[str, Any]]:
+    """``model_type`` and sizes of a Hugging Face model (its config) or a TinyLM; ``None`` for other modules."""
+    cfg = getattr(model, "config", None)
+    if cfg is not None and getattr(cfg, "model_type", None):
+        keys = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+                "vocab_size", "num_local_experts", "num_experts")
+        return {"model_type": cfg.model_type, **{k: getattr(cfg, k) for k in keys if getattr(cfg, k, None) is not None}}
+    tiny = getattr(model, "cfg", None)
+    if tiny is not None and hasattr(tiny, "num_layers"):
+        return {"model_type": "sgl-tinylm", "hidden_size": tiny.hidden_size, "num_hidden_layers": tiny.num_layers,
+                "num_attention_heads": tiny.num_heads, "intermediate_size": tiny.ffn_hidden_size,
+                "vocab_size": tiny.vocab_size}
+    return None
+
+
+def _describe(arch: Optional[Dict[str, Any]], preset: Any) -> str:
+    if not arch:
+        return f"model {preset!r}"
+    sizes = ", ".join(f"{k}={v}" for k, v in arch.items() if k != "model_type")
+    return f"{arch['model_type']} ({sizes})"
 
 
 def model_fingerprint(model: torch.nn.Module, preset: str) -> Dict[str, Any]:
+    """Preset name, architecture (:func:`architecture`) and parameter shapes of ``model``'s whole (unsharded) form."""
     from sgl.systems.runtime.measure import local_tensor
 
     shapes = {}
     for name, p in model.named_parameters():
         shape = list(p.shape) if hasattr(p, "to_local") else list(local_tensor(p).shape)
         shapes[name.replace("module.", "").replace("_fsdp_wrapped_module.", "")] = shape
-    return {"model": preset, "shapes": shapes}
+    out: Dict[str, Any] = {"model": preset, "shapes": shapes}
+    arch = architecture(model)
+    if arch is not None:
+        out["architecture"] = arch
+    return out
 
 
 def check_checkpoint(directory: str | Path, fingerprint: Dict[str, Any], name: str = "sgl-model.json") -> Dict[str, Any]:
-    """The checkpoint's ``name`` (model, shapes, step); :class:`ConfigError` if absent or of another model."""
+    """The checkpoint's ``name`` (model, shapes, step); :class:`ConfigError` if absent or of another model.
+
+    The message names both architectures (``model_type`` and sizes) when both are known.
+    """
     meta_path = Path(directory) / name
     if not meta_path.exists():
         raise ConfigError(f"{directory} is not an SGL sharded checkpoint (no {name})")
     meta = json.loads(meta_path.read_text())
+    saved, this = meta.get("architecture"), fingerprint.get("architecture")
+    if saved and this and saved != this:
+        raise ConfigError(f"checkpoint {directory} is of {_describe(saved, meta.get('model'))}; this run builds "
+                          f"{_describe(this, fingerprint['model'])}. Restore it into the architecture it was saved from")
     if meta.get("shapes") != fingerprint["shapes"]:
         raise ConfigError(f"checkpoint {directory} is of model {meta.get('model')!r} with other parameter shapes; "
                           f"this run builds {fingerprint['model']!r}. Restore it into the model it was saved from")
@@ -78,7 +118,7 @@ def layout_plan(layout: Union[str, Plan], world: int, cfg: ExecConfig) -> Plan:
 def _setup(rank: int, world: int, layout: Union[str, Plan], cfg: ExecConfig, seed: int):
     torch.manual_seed(seed)
     device = comm.wire_device()         # the backend's device: the rank's GPU under NCCL, the CPU under gloo
-    model = build_tiny_lm(ExecConfig(**{**cfg.__dict__, "seed": seed})).to(device)
+    model = build_model(ExecConfig(**{**cfg.__dict__, "seed": seed})).to(device)
     fingerprint = model_fingerprint(model, cfg.model)
     plan = layout_plan(layout, world, cfg)
     setup = parallelize(model, plan, rank, world, device)
@@ -86,10 +126,14 @@ def _setup(rank: int, world: int, layout: Union[str, Plan], cfg: ExecConfig, see
     return setup, opt, fingerprint
 
 
+def _logits(out: Any) -> torch.Tensor:
+    return out.logits if hasattr(out, "logits") else out
+
+
 def _train_step(setup: Any, opt: torch.optim.Optimizer, cfg: ExecConfig, step: int) -> float:
     tokens = batch_for_step(cfg, step).to(comm.wire_device())
     part = tokens.chunk(setup.dp)[setup.dp_rank]
-    loss = lm_loss(setup.module(part), part)
+    loss = lm_loss(_logits(setup.module(part)), part)
     loss.backward()
     for p in setup.manual_sync:
         if p.grad is not None:
@@ -103,7 +147,7 @@ def _train_step(setup: Any, opt: torch.optim.Optimizer, cfg: ExecConfig, step: i
 def _eval_loss(setup: Any, cfg: ExecConfig, step: int) -> float:
     tokens = batch_for_step(cfg, step).to(comm.wire_device())
     with torch.no_grad():
-        return float(lm_loss(setup.module(tokens), tokens).item())
+        return float(lm_loss(_logits(setup.module(tokens)), tokens).item())
 
 
 def _full_state(setup: Any, opt: torch.optim.Optimizer) -> Dict[str, torch.Tensor]:

@@ -34,7 +34,8 @@ from torch.utils.checkpoint import checkpoint
 from sgl._checks import check_int, check_real
 from sgl.errors import ConfigError, PlanError
 from sgl.systems.memory.dsa import new_highs
-from sgl.systems.memory.offload import HostStore, attention_part, tokenwise_part
+from sgl.systems.memory.block_parts import attention_part, blocks_of, layer_context, layer_kind, tokenwise_part
+from sgl.systems.memory.offload import HostStore
 
 __all__ = ["OpCost", "TSplitPlan", "plan_tsplit", "split_apply", "TSplitBlock", "apply_tsplit", "profile_block_ops"]
 
@@ -131,7 +132,9 @@ class TSplitBlock(nn.Module):
 
     Attention splits along the batch axis, the token-wise part (output projection and MLP) along
     the sequence axis; results equal the plain block (forward bit-for-bit on CPU, gradients up to
-    summation order).
+    summation order).  ``block`` is a :class:`~sgl.systems.runtime.TransformerBlock` or a Hugging
+    Face Llama-style decoder layer, called as its model calls it
+    (:mod:`sgl.systems.memory.block_parts`).
     """
 
     def __init__(self, block: nn.Module, attn: str = "keep", mlp: str = "keep") -> None:
@@ -139,6 +142,7 @@ class TSplitBlock(nn.Module):
         for opt in (attn, mlp):
             if opt not in ("keep", "offload", "recompute") and not (opt.startswith("split:") and opt[6:].isdigit()):
                 raise ConfigError(f"TSplitBlock option must be keep, offload, recompute or split:K, got {opt!r}")
+        self.kind = layer_kind(block, "TSplitBlock")
         self.block, self.attn, self.mlp = block, attn, mlp
         self.store = HostStore(list(block.parameters()))
 
@@ -152,28 +156,58 @@ class TSplitBlock(nn.Module):
             return checkpoint(fn, x, use_reentrant=False)
         return split_apply(fn, x, int(opt[6:]), dim)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        a = self._run(self.attn, lambda t: attention_part(self.block, t), x, 0)
+    def _attention(self, x: torch.Tensor, ctx):
+        """``(fn, input)`` of the attention part; per-sample rotary tables travel with ``x`` along the batch axis."""
+        if ctx is None:
+            return (lambda t: attention_part(self.block, t)), x
+        cos, sin = ctx["position_embeddings"]
+        mask = ctx.get("attention_mask")
+        if mask is not None and mask.dim() > 0 and mask.shape[0] > 1 and self.attn.startswith("split:"):
+            raise ConfigError("TSplitBlock splits attention along the batch axis; a per-sample attention_mask is not "
+                              "split with it: use attn='keep', 'offload' or 'recompute'")
+        if cos.shape[0] == 1:
+            return (lambda t: attention_part(self.block, t, ctx)), x
+        h, d = x.shape[-1], cos.shape[-1]
+
+        def fn(t: torch.Tensor) -> torch.Tensor:
+            local = {**ctx, "position_embeddings": (t[..., h:h + d].to(cos.dtype), t[..., h + d:].to(sin.dtype))}
+            return attention_part(self.block, t[..., :h], local)
+
+        return fn, torch.cat([x, cos.to(x.dtype), sin.to(x.dtype)], -1)
+
+    def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        ctx = layer_context(args, kwargs) if self.kind == "hf" else None
+        if (ctx and ctx.get("use_cache")) or (self.kind == "tiny" and (args or kwargs)):
+            return self.block(x, *args, **kwargs)
+        fn, inp = self._attention(x, ctx)
+        a = self._run(self.attn, fn, inp, 0)
         xa = torch.cat([x, a], -1)
         h = x.shape[-1]
         return self._run(self.mlp, lambda t: tokenwise_part(self.block, t[..., :h], t[..., h:]), xa, 1)
 
 
 def profile_block_ops(model: nn.Module, tokens: torch.Tensor) -> List[OpCost]:
-    """Measured saved bytes, working set and forward seconds of each block's attention and MLP."""
+    """Measured saved bytes, working set and forward seconds of each block's attention and MLP.
+
+    ``model``: a TinyLM or a Hugging Face causal LM (its layers get their model's rotary positions).
+    """
     import time
 
     from sgl.systems.memory.trace import record_trace
     from sgl.systems.memory.dsa import live_lower_bound
+    from sgl.systems.runtime.models import decoder_of
 
+    dec = decoder_of(model)
     costs = []
     with torch.no_grad():
-        x = model.embed(tokens)
-    for i, block in enumerate(model.blocks):
+        x = dec.embed(tokens)
+    for i, block in enumerate(blocks_of(model)):
+        layer_kind(block, "profile_block_ops")
         x = x.detach().requires_grad_(True)
-        steps = [("attn", lambda t: attention_part(block, t), x)]
+        ctx = dec.layer_kwargs(x) or None
+        steps = [("attn", lambda t: attention_part(block, t, ctx), x)]
         with torch.no_grad():
-            a = attention_part(block, x)
+            a = attention_part(block, x, ctx)
         steps.append(("mlp", lambda t: tokenwise_part(block, t[..., :x.shape[-1]], t[..., x.shape[-1]:]),
                       torch.cat([x, a], -1).detach().requires_grad_(True)))
         for name, fn, inp in steps:
@@ -191,13 +225,15 @@ def profile_block_ops(model: nn.Module, tokens: torch.Tensor) -> List[OpCost]:
                                 time.perf_counter() - t0))
             del out
         with torch.no_grad():
-            x = block(x)
+            x = dec.run_layer(block, x)
     return costs
 
 
 def apply_tsplit(model: nn.Module, plan: TSplitPlan) -> nn.Module:
-    """Replace ``model.blocks[i]`` by a :class:`TSplitBlock` running ``plan``'s ``l{i}.attn`` / ``l{i}.mlp``."""
-    for i in range(len(model.blocks)):
-        block = model.blocks[i].block if isinstance(model.blocks[i], TSplitBlock) else model.blocks[i]
-        model.blocks[i] = TSplitBlock(block, plan.choice.get(f"l{i}.attn", "keep"), plan.choice.get(f"l{i}.mlp", "keep"))
+    """Replace layer ``i`` of ``model`` (TinyLM ``blocks`` or HF ``model.layers``) by a :class:`TSplitBlock`
+    running ``plan``'s ``l{i}.attn`` / ``l{i}.mlp``."""
+    blocks = blocks_of(model)
+    for i in range(len(blocks)):
+        block = blocks[i].block if isinstance(blocks[i], TSplitBlock) else blocks[i]
+        blocks[i] = TSplitBlock(block, plan.choice.get(f"l{i}.attn", "keep"), plan.choice.get(f"l{i}.mlp", "keep"))
     return model

@@ -12,6 +12,9 @@ One concept per module:
   causal LM (embedding, layers, head, TP layout), and :func:`build_model`;
 * :mod:`~sgl.systems.runtime.parallelize` -- DDP / FSDP2 ZeRO-2/3 / DTensor TP / vocabulary TP on one rank;
 * :mod:`~sgl.systems.runtime.osdp` -- OSDP's operator split (:class:`SplitLinear`);
+* :mod:`~sgl.systems.runtime.cp` -- ring context parallelism and Ulysses SP on HF decoders
+  (sequence shards, attention through :mod:`sgl.systems.seq`);
+* :mod:`~sgl.systems.runtime.megatron_sp` -- Megatron sequence parallelism on TP layers;
 * :mod:`~sgl.systems.runtime.pipeline` -- PP through ``torch.distributed.pipelining`` schedules;
 * :mod:`~sgl.systems.runtime.measure` -- saved-activation and model-state bytes, per-rank reports;
 * :mod:`~sgl.systems.runtime.executor` -- :func:`run_plans` / :func:`run_plan`, :func:`train_reference`;
@@ -22,9 +25,12 @@ One concept per module:
 True
 """
 from sgl.systems.runtime.config import SCHEDULES, ExecConfig, batch_for_step, build_tiny_lm
+from sgl.systems.runtime.cp import (SequenceSetup, enable_sequence_attention, sequence_mode, sequence_setup,
+                                    shard_loss, shard_tokens)
 from sgl.systems.runtime.executor import plan_worker, plans_worker, run_plan, run_plans, train_reference
 from sgl.systems.runtime.measure import SavedTensorBytes, local_tensor, state_bytes, step_report
 from sgl.systems.runtime.models import ARCHS, Decoder, build_model, decoder_of, set_checkpoint
+from sgl.systems.runtime.megatron_sp import sequence_parallel_ends, sequence_parallel_layers
 from sgl.systems.runtime.osdp import SplitLinear, split_linears
 from sgl.systems.runtime.parallelize import DataParallelSetup, parallelize
 from sgl.systems.runtime.pipeline import Stage, run_pipeline
@@ -33,7 +39,9 @@ from sgl.systems.runtime.profiler import profile_hardware, profile_model, profil
 from sgl.systems.runtime.tiny_lm import TinyLM, TransformerBlock, lm_loss
 
 __all__ = [
-    "ARCHS", "DataParallelSetup", "Decoder", "ExecConfig", "SCHEDULES", "SavedTensorBytes", "SplitLinear", "Stage",
+    "ARCHS", "DataParallelSetup", "Decoder", "ExecConfig", "SCHEDULES", "SavedTensorBytes", "SequenceSetup",
+    "SplitLinear", "Stage", "enable_sequence_attention", "sequence_mode", "sequence_parallel_ends",
+    "sequence_parallel_layers", "sequence_setup", "shard_loss", "shard_tokens",
     "TinyLM", "TransformerBlock", "batch_for_step", "build_model", "build_tiny_lm", "check_model", "check_plan",
     "decoder_of", "set_checkpoint", "split_linears", "lm_loss", "local_tensor", "make_plan", "parallelize",
     "plan_worker",

@@ -35,7 +35,9 @@ class ExecConfig:
     ``arch`` the implementation: ``"tiny"`` (:class:`TinyLM`) or ``"hf-llama"`` (``transformers``'
     ``LlamaForCausalLM`` with those shapes).  ``schedule`` overrides the plan's
     ``pipeline_type`` with a :mod:`torch.distributed.pipelining` schedule; the interleaved ones
-    run ``virtual_stages`` stages per rank.
+    run ``virtual_stages`` stages per rank.  ``sequence_parallel`` adds Megatron sequence
+    parallelism to tensor-parallel layers (norms and residuals sharded along the sequence,
+    all-gather / reduce-scatter around attention and MLP; Hugging Face decoders).
     """
 
     model: str = "tiny"
@@ -48,6 +50,7 @@ class ExecConfig:
     arch: str = "tiny"
     schedule: str = ""
     virtual_stages: int = 2
+    sequence_parallel: bool = False
 
     def model_config(self) -> TransformerConfig:
         return get_model_config(self.model)

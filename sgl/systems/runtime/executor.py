@@ -10,9 +10,12 @@ runs the same code):
   layer by layer as :mod:`sgl.systems.runtime.parallelize` describes (TP x DP, TP x ZeRO-3);
 * ``pp > 1`` -> :mod:`torch.distributed.pipelining` schedules (:mod:`sgl.systems.runtime.pipeline`),
   combined with DP / ZeRO / TP inside each stage;
-* ``ckpt`` -> :func:`torch.utils.checkpoint.checkpoint` around that layer.
+* ``ckpt`` -> :func:`torch.utils.checkpoint.checkpoint` around that layer;
+* ``cp_sizes_enc > 1`` (ring context parallelism) and ``use_sp = 1`` (Ulysses) -> every sequence
+  split over the group, attention through :mod:`sgl.systems.seq` (:mod:`sgl.systems.runtime.cp`),
+  weights replicated over it (DDP / ZeRO over ``dp x g`` ranks); Hugging Face decoders, pp = 1.
 
-Sequence and context parallelism are refused with a :class:`PlanError` naming the dimension
+What the executor cannot run is refused with a :class:`PlanError` naming the dimension
 (:func:`~sgl.systems.runtime.plans.check_plan`); a plan is never run as something else.
 
 Every rank builds the same initial weights from the seed, so losses can be compared with
@@ -39,6 +42,7 @@ from sgl import comm
 from sgl.errors import PlanError
 from sgl.systems.parallel.config_io import Plan
 from sgl.systems.runtime.config import ExecConfig, batch_for_step
+from sgl.systems.runtime.cp import flat_plan, sequence_mode, sequence_setup
 from sgl.systems.runtime.measure import SavedTensorBytes, local_tensor, step_report
 from sgl.systems.runtime.parallelize import parallelize
 from sgl.systems.runtime.pipeline import run_pipeline
@@ -83,9 +87,15 @@ def plan_worker(rank: int, world: int, plan_json: Dict[str, Any], cfg_dict: Dict
         set_checkpoint(layer, s.ckpt)
     if plan.pp > 1:
         return run_pipeline(rank, world, plan, cfg, model, device)
-    setup = parallelize(model, plan, rank, world, device)
-    per_rank = plan.global_bsz // setup.dp
-    local_tokens = lambda tokens: tokens[setup.dp_rank * per_rank:(setup.dp_rank + 1) * per_rank]  # noqa: E731
+    seq = sequence_setup(model, plan, world, device) if sequence_mode(plan)[1] > 1 else None
+    setup = parallelize(model, flat_plan(plan, world) if seq else plan, rank, world, device,
+                        sequence_parallel=cfg.sequence_parallel)
+    if seq is None:
+        per_rank = plan.global_bsz // setup.dp
+        local_tokens = lambda tokens: tokens[setup.dp_rank * per_rank:(setup.dp_rank + 1) * per_rank]  # noqa: E731
+        micro_loss = lambda mb: lm_loss(decoder.logits(mb, setup.module), mb)  # noqa: E731
+    else:
+        local_tokens, micro_loss = seq.local_batch, lambda mb: seq.loss(setup.module, mb)  # noqa: E731
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     counter = SavedTensorBytes(list(model.parameters()))
     losses, times = [], []
@@ -100,7 +110,7 @@ def plan_worker(rank: int, world: int, plan_json: Dict[str, Any], cfg_dict: Dict
             if isinstance(setup.module, nn.parallel.DistributedDataParallel) and i < len(micro) - 1:
                 sync = setup.module.no_sync()
             with sync, counter.hooks():
-                loss = lm_loss(decoder.logits(mb, setup.module), mb) / len(micro)
+                loss = micro_loss(mb) / len(micro)
                 loss.backward()
             total += float(loss.detach())
         for p in setup.manual_sync:
@@ -108,7 +118,8 @@ def plan_worker(rank: int, world: int, plan_json: Dict[str, Any], cfg_dict: Dict
                 comm.all_reduce(local_tensor(p.grad), op="mean", group=setup.dp_group)
         opt.step()
         times.append(time.perf_counter() - started)
-        # Every rank of a TP group holds the same loss, so the world mean is the DP mean.
+        # Every rank of a TP group holds the same loss, so the world mean is the DP mean; a
+        # sequence group's ranks hold degree x their shard's part, whose mean is the whole loss.
         losses.append(float(comm.all_reduce(torch.tensor([total], device=device), op="mean")))
     return step_report(losses, times, list(model.parameters()), opt, counter) | {"sharded_units": setup.sharded_units}
 

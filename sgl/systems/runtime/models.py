@@ -98,12 +98,18 @@ class Decoder:
         """One decoder layer on ``h`` (``[batch, seq, hidden]``), causal, positions ``0..seq-1``."""
         if self.kind == "tiny":
             return layer(h)
+        out = layer(h, **self.layer_kwargs(h))
+        return out[0] if isinstance(out, tuple) else out
+
+    def layer_kwargs(self, h: torch.Tensor) -> Dict[str, object]:
+        """Keyword arguments a Hugging Face layer gets for ``h`` (causal, positions ``0..seq-1``); ``{}`` for TinyLM."""
+        if self.kind == "tiny":
+            return {}
         pos = torch.arange(h.shape[1], device=h.device)[None]
-        kwargs = {"position_ids": pos}
+        kwargs: Dict[str, object] = {"attention_mask": None, "position_ids": pos}
         if self.rotary is not None:
             kwargs["position_embeddings"] = self.rotary(h, position_ids=pos)
-        out = layer(h, attention_mask=None, **kwargs)
-        return out[0] if isinstance(out, tuple) else out
+        return kwargs
 
     def head(self, h: torch.Tensor) -> torch.Tensor:
         return self.lm_head(self.norm(h))

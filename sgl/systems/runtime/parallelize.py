@@ -5,7 +5,8 @@ The ranks form a ``(pp, dp, tp)`` device mesh (``(pp, tp, dp)`` when TP groups a
 (:func:`shard_stage`):
 
 * ``tp > 1`` -> DTensor tensor parallelism on the ``tp`` dimension, with the layout the model
-  ships (``base_model_tp_plan`` of a Hugging Face model; Megatron's for TinyLM);
+  ships (``base_model_tp_plan`` of a Hugging Face model; Megatron's for TinyLM), plus Megatron
+  sequence parallelism under ``ExecConfig(sequence_parallel=True)`` (:mod:`~sgl.systems.runtime.megatron_sp`);
 * ZeRO-3 layers (``dp_types_enc=1``, or ``default_dp_type="zero3"``) -> FSDP2
   :func:`torch.distributed.fsdp.fully_shard` per layer on the ``dp`` dimension (2-D with TP);
   ``default_dp_type="zero2"`` -> the same with ``reshard_after_forward=False`` (ZeRO-2: the
@@ -59,12 +60,22 @@ def make_mesh(device: torch.device, plan: Plan, world: int):
     return init_device_mesh(device.type, (plan.pp, tp, dp), mesh_dim_names=("pp", "tp", "dp"))
 
 
-def tensor_parallel(decoder: Decoder, layers: Sequence[nn.Module], tp_mesh) -> None:
-    """DTensor TP on ``layers`` with the model's own layout (colwise / rowwise styles)."""
+def tensor_parallel(decoder: Decoder, layers: Sequence[nn.Module], tp_mesh, sequence_parallel: bool = False,
+                    first: bool = True) -> None:
+    """DTensor TP on ``layers`` with the model's own layout (colwise / rowwise styles).
+
+    ``sequence_parallel``: Megatron SP on top (:mod:`sgl.systems.runtime.megatron_sp`); ``first``
+    says ``layers`` starts with the model's first layer.
+    """
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
     styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
     layout = decoder.tp_layout()
+    if sequence_parallel:
+        from sgl.systems.runtime.megatron_sp import sequence_parallel_layers
+
+        sequence_parallel_layers(layers, layout, tp_mesh, first)
+        return
     unknown = sorted({v for v in layout.values() if v not in styles})
     if unknown:
         raise PlanError(f"tensor parallelism: the model's TP plan uses styles {unknown}; the executor runs "
@@ -114,16 +125,21 @@ def _unsharded(params, sharded: Sequence[nn.Module]) -> List[nn.Parameter]:
     return [p for p in params if id(p) not in owned]
 
 
-def parallelize(model: nn.Module, plan: Plan, rank: int, world: int, device: torch.device) -> DataParallelSetup:
-    """Apply TP, FSDP2 ZeRO-2/3, OSDP splits and DDP to ``model`` in place as ``plan`` (pp = 1) says."""
+def parallelize(model: nn.Module, plan: Plan, rank: int, world: int, device: torch.device,
+                sequence_parallel: bool = False) -> DataParallelSetup:
+    """Apply TP (+ Megatron SP), FSDP2 ZeRO-2/3, OSDP splits and DDP to ``model`` in place as ``plan`` (pp = 1) says."""
     decoder = decoder_of(model)
     mesh = make_mesh(device, plan, world)
     tp, dp = mesh["tp"].size(), mesh["dp"].size()
     dp_rank = mesh.get_local_rank("dp")
     if tp > 1:
-        tensor_parallel(decoder, list(decoder.layers), mesh["tp"])
+        tensor_parallel(decoder, list(decoder.layers), mesh["tp"], sequence_parallel)
         if plan.vtp > 1:
             vocab_parallel(decoder, mesh["tp"], embed=True, head=True)
+        if sequence_parallel:
+            from sgl.systems.runtime.megatron_sp import sequence_parallel_ends
+
+            sequence_parallel_ends(decoder.norm, decoder.lm_head, mesh["tp"], head_is_parallel=plan.vtp > 1)
     sharded = shard_stage(decoder, plan, range(len(decoder.layers)), mesh["dp"], model, with_vocab=True)
     if dp == 1:
         return DataParallelSetup(model, dp, dp_rank)

@@ -2,8 +2,9 @@
 
 :func:`make_plan` gives uniform ``dp`` / ``sdp`` / ``tp`` / ``pp`` plans for tests and
 calibration; :func:`check_plan` raises :class:`~sgl.errors.PlanError` naming the dimension of a
-plan the executor cannot run (wrong world size or layer count, mixed TP degrees, Ulysses SP,
-context parallelism, an OSDP split on a replicated layer, ...) and :func:`check_model` the
+plan the executor cannot run (wrong world size or layer count, mixed TP degrees, context /
+Ulysses parallelism on TinyLM, with PP or with sequence lengths / heads the degree does not
+divide, an OSDP split on a replicated layer, ...) and :func:`check_model` the
 degrees the built model's heads or widths do not divide.
 
 >>> from sgl.systems.runtime.config import ExecConfig
@@ -71,12 +72,7 @@ def check_plan(plan: Plan, world: int, cfg: ExecConfig) -> None:
         raise PlanError("tensor parallelism: the executor needs the same tp_consecutive_flags on every layer")
     if plan.vtp not in (1, tp):
         raise PlanError(f"vocabulary tensor parallelism: vtp={plan.vtp} must be 1 or the layers' TP degree {tp}")
-    if any(c > 1 for c in plan.layer_cp()) or plan.vcp > 1:
-        raise PlanError("context parallelism (cp_sizes_enc / vcp > 1): the executor does not run ring or Ulysses "
-                        "context parallelism on decoder layers; search with cp=1")
-    if plan.vsp or any(s.sp for s in plan.strategies):
-        raise PlanError("Ulysses sequence parallelism (use_sp=1 / vsp=1): the executor does not run it on decoder "
-                        "layers; search with --sp-space tp (Megatron TP)")
+    _check_sequence(plan, world, cfg, tp)
     for s in plan.strategies:
         mc.check_tp(s.tp, vocab_tp=plan.vtp)
         if s.split > 1 and not (s.sdp or plan.default_dp_type == "zero3"):
@@ -93,11 +89,65 @@ def check_plan(plan: Plan, world: int, cfg: ExecConfig) -> None:
                             f"dp={s.dp}")
 
 
+def _check_sequence(plan: Plan, world: int, cfg: ExecConfig, tp: int) -> None:
+    """Context parallelism (ring) and Ulysses SP: one degree for all layers, HF decoders, pp = 1."""
+    cps = plan.layer_cp()
+    sps = {s.sp for s in plan.strategies}
+    if len(set(cps)) > 1:
+        raise PlanError(f"context parallelism: the executor runs one cp degree for all layers; cp_sizes_enc={cps}")
+    if len(sps) > 1:
+        raise PlanError("Ulysses sequence parallelism: use_sp must be the same on every layer (layer-wise "
+                        "Ulysses / Megatron transitions are not run)")
+    cp, sp = cps[0], sps.pop()
+    if cfg.sequence_parallel:
+        if tp == 1 or sp:
+            raise PlanError(f"Megatron sequence parallelism (sequence_parallel=True) shards Megatron-TP layers; the "
+                            f"plan's layers have tp={tp}{' with Ulysses use_sp=1' if sp else ''}")
+        if cfg.arch == "tiny":
+            raise PlanError("Megatron sequence parallelism runs on Hugging Face decoders (arch='hf-llama')")
+        if plan.pp > 1:
+            raise PlanError(f"Megatron sequence parallelism together with pipeline parallelism pp={plan.pp} is not run")
+        if cfg.model_config().seq_length % tp:
+            raise PlanError(f"Megatron sequence parallelism: the sequence length {cfg.model_config().seq_length} "
+                            f"is not divisible by tp={tp}")
+    if plan.vsp and not sp:
+        raise PlanError("Ulysses sequence parallelism: vsp=1 on the embedding/head with use_sp=0 on the layers is "
+                        "not run; set vsp to the layers' use_sp")
+    if cp == 1 and not sp:
+        if plan.vcp > 1:
+            raise PlanError(f"context parallelism: vcp={plan.vcp} on the embedding/head without cp on the layers")
+        return
+    kind, degree = ("ring context parallelism (cp_sizes_enc)", cp) if cp > 1 else ("Ulysses sequence parallelism "
+                                                                                    "(use_sp=1)", tp)
+    if cp > 1 and (sp or tp > 1):
+        raise PlanError(f"{kind}: cp={cp} together with tensor / Ulysses parallelism tp={tp} is not run; use one")
+    if cp > 1 and plan.vcp != cp:
+        raise PlanError(f"context parallelism: vcp={plan.vcp} must be the layers' cp degree {cp} (the embedding and "
+                        "LM head run on the same sequence shards)")
+    if cfg.arch == "tiny":
+        raise PlanError(f"{kind}: runs on Hugging Face decoders (arch='hf-llama'), not on TinyLM")
+    if plan.pp > 1:
+        raise PlanError(f"{kind}: degree {degree} together with pipeline parallelism pp={plan.pp} is not run")
+    if any(s.dp * degree != world for s in plan.strategies):
+        raise PlanError(f"{kind}: dp x {degree} must be the {world} devices; the layers have dp="
+                        f"{sorted({s.dp for s in plan.strategies})}")
+    if plan.vtp > 1:
+        raise PlanError(f"{kind}: vocabulary tensor parallelism vtp={plan.vtp} is not run with it; use vtp=1")
+    seq = cfg.model_config().seq_length
+    if seq % degree:
+        raise PlanError(f"{kind}: the sequence length {seq} is not divisible by the degree {degree}")
+    if sp and cfg.model_config().num_heads % degree:
+        raise PlanError(f"{kind}: num_heads={cfg.model_config().num_heads} is not divisible by the degree {degree}")
+
+
 def check_model(plan: Plan, decoder: Decoder) -> None:
     """Raise :class:`PlanError` when the built model's heads / KV heads / MLP width do not split ``plan``'s TP."""
     if len(decoder.layers) != len(plan.strategies):
         raise PlanError(f"plan has {len(plan.strategies)} layers, the model has {len(decoder.layers)}")
     tp = plan.strategies[0].tp
-    for name, size in decoder.dims().items():
+    dims = decoder.dims()
+    if plan.strategies[0].sp:       # Ulysses splits the attention heads only (KV heads are repeated first)
+        dims = {"num_heads": dims["num_heads"]}
+    for name, size in dims.items():
         if size % tp:
             raise PlanError(f"tensor parallelism: the model's {name}={size} is not divisible by tp={tp}")
