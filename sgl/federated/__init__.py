@@ -33,6 +33,9 @@ from sgl.federated.runner import attack_report, party_views, run_party, train_ce
 from sgl.federated.rake import invert_dense, rake_attack, surrogate_error, train_surrogate
 from sgl.federated.split import FieldSplit, PartyView, check_aligned, default_split, load_split
 
+_SELECTION_NAMES = ("fagin_knn", "vfps_select", "vfps_sm_select", "psmi_values", "exact_shapley", "hacore_coreset",
+                    "select_with_parties", "PaillierSum", "Ledger")
+
 __all__ = [
     "FieldSplit", "PartyView", "check_aligned", "default_split", "load_split",
     "WANLink", "TrafficMeter", "Channel", "CommChannel", "LocalChannel",
@@ -44,4 +47,17 @@ __all__ = [
     "diagonal_sumkl", "pair_sumkl",
     "Workset", "instance_weights",
     "train_surrogate", "surrogate_error", "invert_dense", "rake_attack",
+    "selection", *_SELECTION_NAMES,
 ]
+
+#: participant selection and valuation (sgl.federated.selection), imported on first use (faiss)
+_SELECTION = _SELECTION_NAMES
+
+
+def __getattr__(name: str):
+    if name in _SELECTION or name == "selection":
+        import importlib
+
+        module = importlib.import_module("sgl.federated.selection")
+        return module if name == "selection" else getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
