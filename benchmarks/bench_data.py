@@ -23,6 +23,11 @@ Parts (``--part``, default all that are built):
   synthetic 4-task multi-modal DAG, 8–64 GPUs (modelled seconds from the operators' curves);
   P2P seconds of the exact, greedy and first-fit device mappings, and greedy vs exact on small
   random DAGs.
+* ``lobra --measure`` / ``spindle --measure`` — the plans executed on ``--measure-world`` processes
+  (:func:`sgl.systems.data.lobra_measure.measure_lobra`, :func:`sgl.systems.data.spindle_measure.measure_spindle`):
+  measured step time of each plan against the static / baseline plans on the same batches, the
+  measured and the modelled ratio, and predicted vs measured step time per plan with the cost
+  model calibrated on this machine (about a minute each on 2 cores).
 * ``lm`` — one tiny Llama (``transformers``, from scratch) per (method, seed) trained on the
   sections packed into ``--window`` BPE-token contexts for the same number of real tokens;
   validation perplexity at positions >= ``--long-from`` of whole articles and on short
@@ -31,6 +36,8 @@ Parts (``--part``, default all that are built):
     python benchmarks/bench_data.py --root ../shared/datasets --part pack
     python benchmarks/bench_data.py --root ../shared/datasets --part lm --seeds 3 --train-tokens 150000
     python benchmarks/bench_data.py --root ../shared/datasets --json data_bench.json
+    python benchmarks/bench_data.py --root ../shared/datasets --part lobra --measure
+    python benchmarks/bench_data.py --part spindle --measure
     # one study split over processes (seeds or methods each), rows saved after every run, then merged:
     python benchmarks/bench_data.py --part lm --seeds 1 --seed-start 2 --lm-json s2.json ...
     python benchmarks/bench_data.py --lm-tables s0.json,s1.json,s2.json
@@ -309,6 +316,61 @@ def bench_spindle(devices_list=(8, 16, 32, 64)) -> dict:
     return out
 
 
+def bench_lobra_measured(root: str, world: int, steps: int, max_len: int, mixes_only=None) -> dict:
+    """LobRA's plan executed on ``world`` processes (issue 39): measured vs predicted, against every static set."""
+    from sgl.systems.data.lobra_measure import measure_lobra
+
+    tasks = _lobra_tasks(root)
+    mixes = {name: {k: max(1, n * world // 16) for k, n in mix.items()} for name, mix in LOBRA_MIXES.items()
+             if mixes_only is None or name in mixes_only}
+    print(f"\nLobRA measured on {world} processes (gloo, 1 thread each; TinyLM 2x64 + 3 rank-8 LoRA adapters, "
+          f"frozen base; packed micro-batches), {steps} timed steps per plan after a warm-up (plans interleaved, "
+          f"median step); real lengths drawn per step and scaled so the longest drawn is {max_len} tokens (min 4). "
+          "Cost model calibrated on this machine: the workers time LoRA fwd+bwd micro-batches at once and fit "
+          "t = a·ΣL² + b·ΣL + c (ms); a d-process replica is priced a/d, b/d; predicted = the planner's step_time "
+          "+ α per collective (α = a measured small all-reduce). LobRA's replicas: its MILP on 3 calibration "
+          "steps of another seed. Timings under whatever load the machine has.\n")
+    print("| mix (per step) | plan | LobRA | homogeneous | predicted ms | measured ms | \\|pred − meas\\| / meas |\n"
+          "|---|---|---|---|---|---|---|")
+    out = {}
+    for name, mix in mixes.items():
+        r = measure_lobra(tasks, mix, steps=steps, world=world, max_len=max_len)
+        out[name] = r
+        for label, v in r["plans"].items():
+            print(f"| {name} ({', '.join(f'{n} {k}' for k, n in mix.items())}) | {label} | "
+                  f"{'yes' if v['lobra'] else ''} | {'yes' if v['homogeneous'] else ''} | {v['predicted_ms']:.1f} | "
+                  f"{v['measured_ms']:.1f} | {100 * v['error']:.0f} % |", flush=True)
+        c = r["cost_ms"]
+        print(f"\n{name}: scale {r['scale']:.4f}; a={c['a']:.3g} ms/token², b={c['b']:.3g} ms/token, c={c['c']:.3g} "
+              f"ms/micro-batch, α={c['alpha']:.3g} ms; LobRA vs homogeneous: measured {r['measured_ratio']:.3f}x, "
+              f"modelled {r['modelled_ratio']:.3f}x; LobRA vs best static set measured: {r['vs_best_static']:.3f}x "
+              f"(best: {r['best_static']}); median |pred − meas| / meas {100 * r['median_error']:.0f} %\n")
+    return out
+
+
+def bench_spindle_measured(world: int, steps: int, rows: int) -> dict:
+    """Spindle's plan executed on ``world`` processes (issue 39) vs one big pipeline and an even split."""
+    from sgl.systems.data.spindle_measure import measure_spindle
+
+    r = measure_spindle(world=world, rows=rows, steps=steps)
+    print(f"\nSpindle measured on {world} processes (gloo, 1 thread each): tasks vqa (vision conv + text "
+          f"Transformer encoders) and asr (1-D conv audio encoder), each with a 2-layer Transformer backbone and a "
+          f"head; {rows} rows per task; {steps} timed steps per plan after a warm-up (plans interleaved, median "
+          f"step). Curves calibrated on this machine (every operator's fwd+bwd on ⌈B/g⌉ rows, all workers at "
+          f"once), link {r['link_gbps'] * 1e3:.0f} MB/s (one operator output sent between workers), "
+          f"α {r['alpha_ms']:.2f} ms; "
+          "predicted = the planner's replayed makespan + the closing all-reduces (gradient, timed at its size; "
+          "loss, α). Timings under whatever load the machine has.\n")
+    print("| plan | predicted ms | measured ms | \\|pred − meas\\| / meas | baseline / spindle measured | "
+          "modelled |\n|---|---|---|---|---|---|")
+    for label, v in r["plans"].items():
+        ratio = (f"{v['measured_ratio']:.3f}x | {v['modelled_ratio']:.3f}x" if "measured_ratio" in v else "– | –")
+        print(f"| {label} | {v['predicted_ms']:.1f} | {v['measured_ms']:.1f} | {100 * v['error']:.0f} % | {ratio} |")
+    print(f"\nspindle placement: {r['plans']['spindle']['devices']}; curves (ms on 1, 2, ... devices): "
+          f"{r['curves_ms']}; median |pred − meas| / meas {100 * r['median_error']:.0f} %")
+    return r
+
+
 def mapping_vs_greedy(trials: int = 40, seed: int = 3) -> dict:
     """Greedy vs exact device mapping (total P2P s) on small random DAGs: 4 GPUs (2 per node) and 8 (4 per node)."""
     from sgl.systems.data.spindle import SpindleConfig, SpindlePlanner
@@ -362,6 +424,14 @@ def main() -> None:
                         help="comma-separated subset of long-heavy,short-heavy,mostly-short (default all)")
     parser.add_argument("--lobra-integer-bound", action="store_true",
                         help="also bound every static set with integer replica counts (one MILP bisection per step)")
+    parser.add_argument("--measure", action="store_true",
+                        help="lobra / spindle parts: execute the plans on processes and time them (issue 39) "
+                             "instead of the modelled replay")
+    parser.add_argument("--measure-world", type=int, default=2, help="--measure: processes")
+    parser.add_argument("--measure-steps", type=int, default=5, help="--measure: timed steps per plan")
+    parser.add_argument("--measure-max-len", type=int, default=256,
+                        help="--measure lobra: the longest drawn sequence is scaled to this many tokens")
+    parser.add_argument("--measure-rows", type=int, default=64, help="--measure spindle: rows per task")
     parser.add_argument("--devices", default="16", help="lobra part: GPUs, comma-separated (e.g. 16,32,64)")
     parser.add_argument("--window", type=int, default=2048, help="pack part: tokens (words) per window")
     parser.add_argument("--repeats", type=int, default=3)
@@ -400,6 +470,17 @@ def main() -> None:
         out["pack"] = bench_pack(args.root, args.window, args.repeats)
     if args.part in ("all", "lm"):
         out["lm"] = bench_lm(args.root, args)
+    if args.measure:  # the executed, timed plans (issue 39); the modelled parts stay as they are
+        mixes = None if args.lobra_mixes is None else args.lobra_mixes.split(",")
+        if args.part in ("all", "lobra"):
+            out["lobra_measured"] = bench_lobra_measured(args.root, args.measure_world, args.measure_steps,
+                                                         args.measure_max_len, mixes or ["long-heavy"])
+        if args.part in ("all", "spindle"):
+            out["spindle_measured"] = bench_spindle_measured(args.measure_world, args.measure_steps,
+                                                             args.measure_rows)
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=2, default=float))
+        return
     if args.part in ("all", "lobra"):
         mixes = None if args.lobra_mixes is None else args.lobra_mixes.split(",")
         out["lobra"] = {n: bench_lobra(args.root, args.lobra_steps, int(n), args.lobra_search,

@@ -16,7 +16,12 @@
   :mod:`~sgl.systems.data.lobra` (replica MILP, dispatch, replay), :mod:`~sgl.systems.data.lobra_study`
   (comparison, lower bounds), :mod:`~sgl.systems.data.lobra_pool` (the LoRA memory model's scheme pool),
   :mod:`~sgl.systems.data.lobra_search` (replica-set hill climb), :mod:`~sgl.systems.data.lobra_dynamic`
-  (per-step reconfiguring plan).
+  (per-step reconfiguring plan);
+* plans executed on processes (import torch, so loaded on first use): :mod:`~sgl.systems.data.lobra_runtime`
+  (replica sets with per-task adapters, per-step dispatch, per-adapter gradient groups),
+  :mod:`~sgl.systems.data.lobra_measure` (:func:`measure_lobra`), :mod:`~sgl.systems.data.spindle_model`
+  (a multi-task multi-modal model with real encoders), :mod:`~sgl.systems.data.spindle_runtime` (the
+  wavefront schedule on processes), :mod:`~sgl.systems.data.spindle_measure` (:func:`measure_spindle`).
 
 >>> from sgl.systems.data import PackConfig, pack_documents
 >>> r = pack_documents(["a b c"] * 4, PackConfig(window=6, method="bfd"))
@@ -53,4 +58,22 @@ __all__ = ["PackConfig", "PackResult", "PACK_METHODS", "pack_documents", "pack_a
            "lobra_compare", "best_homogeneous", "compute_ceiling", "gpu_seconds_lower_bound", "replica_sets",
            "step_time_bound", "static_plan_bound", "lora_pool", "lobra_pool", "search_candidates", "dynamic_replay",
            "lobra_dynamic_compare",
-           "exact_mapping", "mapping_cost"]
+           "exact_mapping", "mapping_cost",
+           "LobraStep", "LobraRuntime", "plan_step", "replica_layout", "measure_lobra", "MultiModalModel",
+           "spindle_dag", "ExecPlan", "SpindleRuntime", "spindle_exec_plan", "big_pipeline_plan", "even_split_plan",
+           "measure_spindle"]
+
+#: names whose modules import torch: loaded on first access so ``import sgl.systems.data`` stays light
+_LAZY = {"LobraStep": "lobra_runtime", "LobraRuntime": "lobra_runtime", "plan_step": "lobra_runtime",
+         "replica_layout": "lobra_runtime", "measure_lobra": "lobra_measure", "MultiModalModel": "spindle_model",
+         "spindle_dag": "spindle_model", "ExecPlan": "spindle_runtime", "SpindleRuntime": "spindle_runtime",
+         "spindle_exec_plan": "spindle_runtime", "big_pipeline_plan": "spindle_runtime",
+         "even_split_plan": "spindle_runtime", "measure_spindle": "spindle_measure"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"sgl.systems.data.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
