@@ -26,8 +26,10 @@ Checks:
 * ``pqcache``: PQCache ``generate()`` on the device: equal to full attention at budget 1.0, and
   device KV bytes at a 10 % budget (<= 0.15x the full cache) with today's selection's tokens.
 
-Not here yet (issue 38): the executor's DDP / FSDP2 on HF Llama (needs several GPUs or processes
-per GPU) and MEMO offload with streams.
+* ``executor_hf``: the executor's DDP and FSDP2 ZeRO-3 plans on a tiny HF Llama, one process on
+  the GPU (NCCL), equal to 1-process training.
+* ``memo_offload``: MEMO's token-wise offload (side copy stream, pinned buffers) on HF Llama
+  layers under bf16 autocast: the same loss, step time against no offload, and MFU.
 """
 from __future__ import annotations
 
@@ -252,6 +254,69 @@ def check_pqcache(device: str) -> str:
     return f"budget 1.0 equals full attention; at 10 %: device KV {ratio:.3f}x the full cache, same tokens"
 
 
+def check_executor_hf(device: str) -> str:
+    """The executor's DDP and FSDP2 ZeRO-3 on a tiny HF Llama (one process: one GPU), equal to 1-process training."""
+    from sgl.systems.runtime import ExecConfig, make_plan, run_plans, train_reference
+
+    cfg = ExecConfig(model="tiny", arch="hf-llama", steps=3, global_bsz=8, chunks=1, lr=1e-2, seed=0)
+    reference = train_reference(cfg)
+    backend = "nccl" if torch.device(device).type == "cuda" else "gloo"
+    start = time.perf_counter()
+    out = run_plans([make_plan("dp", 1, cfg), make_plan("sdp", 1, cfg)], cfg, backend=backend, timeout=240.0)
+    seconds = time.perf_counter() - start
+    gaps = {}
+    for name, reports in zip(("ddp", "fsdp2-zero3"), out):
+        losses = reports[0]["losses"]
+        gaps[name] = max(abs(a - b) for a, b in zip(losses, reference))
+        assert gaps[name] < 1e-3, (name, losses, reference)
+    return (f"{backend}: DDP and FSDP2 ZeRO-3 each {cfg.steps} steps, max |loss - 1-process| "
+            f"{max(gaps.values()):.1e}; both runs {seconds:.1f} s")
+
+
+#: dense bf16 peak FLOP/s of GPUs whose MFU the MEMO check can state
+_PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12}
+
+
+def check_memo_offload(device: str) -> str:
+    """MEMO token-wise offload on HF Llama layers: equal loss, step time against no offload, and MFU."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from sgl.systems.memory import wrap_blocks
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=1024, hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
+                      num_attention_heads=8, num_key_value_heads=8, max_position_embeddings=1024)
+    model = LlamaForCausalLM(cfg).to(device)
+    ids = torch.randint(0, cfg.vocab_size, (4, 512), device=device)
+
+    def timed(steps: int = 3):
+        losses, times = [], []
+        for i in range(steps + 1):
+            model.zero_grad(set_to_none=True)
+            _sync(device)
+            t0 = time.perf_counter()
+            with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16):
+                loss = model(ids, labels=ids).loss
+            loss.backward()
+            _sync(device)
+            if i:
+                times.append(time.perf_counter() - t0)
+            losses.append(float(loss.detach()))
+        return losses[-1], sorted(times)[len(times) // 2]
+
+    plain_loss, plain_s = timed()
+    wrap_blocks(model, alpha=0.5)
+    memo_loss, memo_s = timed()
+    assert memo_loss == plain_loss, (memo_loss, plain_loss)
+    params = sum(p.numel() for p in model.parameters())
+    flops = 6 * params * ids.numel()
+    name = torch.cuda.get_device_name(0) if torch.device(device).type == "cuda" else ""
+    peak = next((v for k, v in _PEAK_BF16.items() if k in name), None)
+    mfu = f", MFU {flops / memo_s / peak:.1%} of {peak / 1e12:.0f} TFLOP/s bf16" if peak else ""
+    return (f"equal loss; step {memo_s * 1e3:.1f} ms offloaded vs {plain_s * 1e3:.1f} ms plain "
+            f"(x{memo_s / plain_s:.2f}); {flops / memo_s / 1e12:.2f} TFLOP/s{mfu}")
+
+
 def _sync(device: str) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
@@ -262,6 +327,7 @@ CHECKS: Dict[str, Check] = {
     "gamlp": check_gamlp, "sage_minibatch": check_sage_minibatch, "outre": check_outre,
     "deepfm_het": check_deepfm_het, "link": check_link,
     "moe_grouped": check_moe_grouped, "hf_llama_bf16": check_hf_llama_bf16, "pqcache": check_pqcache,
+    "executor_hf": check_executor_hf, "memo_offload": check_memo_offload,
 }
 
 

@@ -6,8 +6,10 @@ part ``y = h + MLP(LN2(h))``, ``h = x + O(a)``, in which every token is independ
 forward of a block wrapped by :class:`TokenOffloadBlock`:
 
 * the attention sub-layer's saved tensors (the layer input, q/k/v, the attention output and its
-  statistics) are always copied to host memory (pinned when the block is on a GPU) -- MEMO's
-  tensor-level choice, since recomputing attention dominates at long sequences;
+  statistics) are always copied to host memory -- MEMO's tensor-level choice, since recomputing
+  attention dominates at long sequences. On a GPU the copies go to pinned buffers on a side CUDA
+  stream (offload after the compute stream's queued work, reload before the compute stream goes on),
+  so they overlap compute; on the CPU the same code path copies directly;
 * of the ``n = b*s`` tokens of the token-wise part, the first ``round(alpha*n)`` keep their saved
   activations in host memory; the other tokens keep nothing but their inputs' host copies and are
   recomputed in backward (MEMO's token-level choice).
@@ -70,15 +72,30 @@ class HostStore:
             self.peak = max(self.peak, self.current)
             return ("quant", payload, t.shape, t.dtype, t.device, nbytes)
         with _disable_current_modes():
-            if t.device.type == "cuda":
-                host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-                host.copy_(t, non_blocking=True)
+            side = self._side_stream(t.device)
+            if side is not None:
+                # device -> pinned host on the side stream, after what the compute stream has queued;
+                # record_stream keeps the allocator from reusing t before the copy is done
+                side.wait_stream(torch.cuda.current_stream(t.device))
+                with torch.cuda.stream(side):
+                    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+                    host.copy_(t, non_blocking=True)
+                t.record_stream(side)
             else:
                 host = t.detach().clone()
         nbytes = host.numel() * host.element_size()
         self.current += nbytes
         self.peak = max(self.peak, self.current)
         return ("host", host, t.device, nbytes, t.requires_grad)
+
+    def _side_stream(self, device: torch.device) -> Any:
+        """The copy stream of ``device`` (one per store and device); ``None`` off CUDA (same code path)."""
+        if device.type != "cuda":
+            return None
+        streams = self.__dict__.setdefault("_streams", {})
+        if device not in streams:
+            streams[device] = torch.cuda.Stream(device)
+        return streams[device]
 
     def get(self, packed: Any) -> torch.Tensor:
         if packed[0] == "param":
@@ -90,7 +107,17 @@ class HostStore:
             return values.reshape(shape).to(dtype)
         _, host, device, nbytes, _ = packed
         self.current -= nbytes
-        return host.to(device, non_blocking=True) if device.type != "cpu" else host.clone()
+        side = self._side_stream(device)
+        if side is None:
+            return host.to(device) if device.type != "cpu" else host.clone()
+        # host -> device on the side stream (after the offload copy, queued on it earlier); the
+        # compute stream waits for it, and the tensor is marked as used there
+        with torch.cuda.stream(side):
+            back = host.to(device, non_blocking=True)
+        compute = torch.cuda.current_stream(device)
+        compute.wait_stream(side)
+        back.record_stream(compute)
+        return back
 
     def hooks(self) -> Any:
         return torch.autograd.graph.saved_tensors_hooks(self.put, self.get)
