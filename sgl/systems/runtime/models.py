@@ -38,9 +38,11 @@ from sgl.errors import ConfigError, PlanError
 from sgl.systems.parallel.model import TransformerConfig
 from sgl.systems.runtime.tiny_lm import TinyLM
 
-__all__ = ["ARCHS", "Decoder", "build_model", "decoder_of", "hf_llama_config", "set_checkpoint"]
+__all__ = ["ARCHS", "Decoder", "build_model", "decoder_of", "hf_llama_config", "hf_mixtral_config", "set_checkpoint"]
 
-ARCHS = ("tiny", "hf-llama")
+ARCHS = ("tiny", "hf-llama", "hf-mixtral")
+#: experts of the ``hf-mixtral`` arch (top-2 routing, converted to SGL's MoELayer)
+MIXTRAL_EXPERTS = 4
 
 
 def hf_llama_config(mc: TransformerConfig):
@@ -54,6 +56,18 @@ def hf_llama_config(mc: TransformerConfig):
                        attn_implementation="sdpa", use_cache=False)
 
 
+def hf_mixtral_config(mc: TransformerConfig):
+    """A ``transformers`` ``MixtralConfig`` with ``mc``'s shapes (each expert ``mc.ffn_hidden_size`` wide)."""
+    from transformers import MixtralConfig
+
+    return MixtralConfig(hidden_size=mc.hidden_size, intermediate_size=mc.ffn_hidden_size,
+                         num_hidden_layers=mc.num_layers, num_attention_heads=mc.num_heads,
+                         num_key_value_heads=mc.num_heads, vocab_size=mc.vocab_size,
+                         max_position_embeddings=mc.seq_length, tie_word_embeddings=False,
+                         num_local_experts=MIXTRAL_EXPERTS, num_experts_per_tok=2,
+                         attn_implementation="sdpa", use_cache=False)
+
+
 def build_model(cfg) -> nn.Module:
     """The seeded initial model of ``cfg`` (an :class:`ExecConfig`), identical on every rank."""
     if cfg.arch not in ARCHS:
@@ -62,9 +76,16 @@ def build_model(cfg) -> nn.Module:
     torch.manual_seed(cfg.seed)
     if cfg.arch == "tiny":
         return TinyLM(mc)
-    from transformers import LlamaForCausalLM
+    if cfg.arch == "hf-mixtral":
+        from transformers import MixtralForCausalLM
 
-    model = LlamaForCausalLM(hf_llama_config(mc))
+        from sgl.systems.moe import convert
+
+        model = convert(MixtralForCausalLM(hf_mixtral_config(mc)))   # experts as SGL's MoELayer
+    else:
+        from transformers import LlamaForCausalLM
+
+        model = LlamaForCausalLM(hf_llama_config(mc))
     model.train()
     return model
 
