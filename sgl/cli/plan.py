@@ -1,4 +1,4 @@
-"""``sgl plan search | profile | show``.
+"""``sgl plan search | profile | show`` (and the extensions' ``seq``, ``straggler``, ``calibrate``, ...).
 
     sgl plan search --model llama-7b --devices 8 --memory 80GiB [--profile DIR] [--out plan.json]
     sgl plan profile --out DIR [--world-size 2]      # measure this machine (CPU/gloo here)
@@ -20,7 +20,8 @@ __all__ = ["register", "parse_memory_gb", "PLAN_EXTENSIONS"]
 
 #: modules that add ``sgl plan <kind>`` subcommands through ``register_plan(subparsers)``
 #: (sequence plans, LoRA/Spindle plans, serving plans); their parsers import no torch either
-PLAN_EXTENSIONS: tuple = ("sgl.cli.plan_seq", "sgl.cli.plan_serving", "sgl.cli.plan_data")
+PLAN_EXTENSIONS: tuple = ("sgl.cli.plan_seq", "sgl.cli.plan_calibrate", "sgl.cli.plan_run", "sgl.cli.plan_serving",
+                         "sgl.cli.plan_data")
 
 #: dest -> the name its value has in PlanSearchConfig (error messages name the flag)
 _LIBRARY_NAMES = {"memory": "memory_gb", "granularity": "granularity_mb", "profile": "profile_dir",
