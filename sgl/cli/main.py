@@ -20,7 +20,7 @@ import sys
 from typing import List, Optional
 
 from sgl.cli import (
-    ckpt, condense, data, federated, info, memory, moe, motifs, plan, preprocess, search, secagg, serve, train, vend,
+    ckpt, condense, data, federated, gbdt, info, memory, moe, motifs, plan, preprocess, search, secagg, serve, train, vend,
 )
 from sgl.cli.flags import cli_message
 from sgl.errors import SGLError
@@ -30,7 +30,7 @@ __all__ = ["main", "build_parser"]
 #: subcommand modules, each with ``register(subparsers)`` adding parsers whose
 #: ``handler(args) -> int`` runs the command
 COMMANDS = (train, info, search, preprocess, plan, vend, motifs, data, memory, ckpt, moe, serve, federated, condense,
-            secagg)
+            secagg, gbdt)
 
 
 def build_parser() -> argparse.ArgumentParser:
