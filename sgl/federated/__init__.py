@@ -1,5 +1,7 @@
-"""Vertical federated learning of CTR models: parties as processes, split learning, label-leakage
-attacks and defenses (max-norm, Marvell, ProjPert), Rake, CELU-VFL and BlindFL.
+"""Vertical federated learning: split learning of CTR models with parties as processes, label-leakage
+attacks and defenses (max-norm, Marvell, ProjPert), Rake, CELU-VFL and BlindFL; federated GBDT
+(VF2Boost, with SecureBoost as its baseline mode, over Paillier); participant selection and data
+valuation (``sgl.federated.selection``: VF-MINE/VF-PS, VFPS-SM, PS-MI, HaCore).
 
 Parties own different columns of the same rows (:class:`FieldSplit`); party 0 is the active
 party, with the labels and the top model. Every tensor that crosses a party boundary goes
@@ -32,6 +34,8 @@ from sgl.federated.party import SplitParty
 from sgl.federated.runner import attack_report, party_views, run_party, train_centralised, train_federated
 from sgl.federated.rake import invert_dense, rake_attack, surrogate_error, train_surrogate
 from sgl.federated.split import FieldSplit, PartyView, check_aligned, default_split, load_split
+from sgl.federated.gbdt_packing import SlotPacker
+from sgl.federated.vf2boost import VF2BoostConfig, VF2BoostModel, VF2BoostResult, plaintext_trees, train_vf2boost
 
 _SELECTION_NAMES = ("fagin_knn", "vfps_select", "vfps_sm_select", "psmi_values", "exact_shapley", "hacore_coreset",
                     "select_with_parties", "PaillierSum", "Ledger")
@@ -47,6 +51,7 @@ __all__ = [
     "diagonal_sumkl", "pair_sumkl",
     "Workset", "instance_weights",
     "train_surrogate", "surrogate_error", "invert_dense", "rake_attack",
+    "SlotPacker", "VF2BoostConfig", "VF2BoostModel", "VF2BoostResult", "plaintext_trees", "train_vf2boost",
     "selection", *_SELECTION_NAMES,
 ]
 
