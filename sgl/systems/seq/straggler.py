@@ -3,19 +3,28 @@
 :func:`time_gemm` times ``repeats`` products of two ``size × size`` matrices on this process;
 :func:`measure_rates` runs it on every rank of a :mod:`sgl.comm` group and all-gathers the
 times, so every rank gets the same rate vector; :func:`check_rates` validates a given vector
-(every rate finite and ``> 0``).  :func:`straggler_setting` builds the simulated settings used by
-the benchmark and the CLI (one slow device, a slow node, several slow devices), reconstructed
-after the kinds Malleus evaluates.
+(every rate finite and ``> 0``).  :func:`inject_straggler` makes one rank of a run really slower
+(the Malleus runtime, :mod:`~sgl.systems.seq.malleus_runtime`, applies it).
+:func:`straggler_setting` builds the simulated settings used by the benchmark and the CLI (one
+slow device, a slow node, several slow devices), reconstructed after the kinds Malleus evaluates.
 
 >>> rates = straggling_rates([2.0, 2.0, 5.0, 2.2])
 >>> rates.tolist()
 [1.0, 1.0, 2.5, 1.1]
 >>> straggler_setting("one-5x", 16)[:3].tolist()
 [5.0, 1.0, 1.0]
+>>> inject_straggler(1, 2.0)
+Straggler(rank=1, factor=2.0)
+>>> inject_straggler(1, 0.0)
+Traceback (most recent call last):
+...
+sgl.errors.PlanError: straggler factor must be a finite number >= 1 (1 = normal speed, 2 = twice as slow), got 0.0
 """
 from __future__ import annotations
 
+import math
 import time
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -23,7 +32,8 @@ import numpy as np
 from sgl._checks import check_choice, check_int
 from sgl.errors import PlanError
 
-__all__ = ["time_gemm", "straggling_rates", "measure_rates", "check_rates", "straggler_setting", "SETTINGS"]
+__all__ = ["Straggler", "inject_straggler", "time_gemm", "straggling_rates", "measure_rates", "check_rates",
+           "straggler_setting", "SETTINGS"]
 
 #: simulated straggler settings: name -> (description)
 SETTINGS = {
@@ -104,3 +114,31 @@ def straggler_setting(name: str, devices: int, node_size: int = 8) -> np.ndarray
         other = min(node_size, devices - 2) if devices > 2 else 1
         r[other:other + 2] = 1.5
     return r
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """Rank ``rank`` computes ``factor`` times slower (see :func:`inject_straggler`)."""
+
+    rank: int
+    factor: float
+
+    def slow_down(self, rank: int, seconds: float) -> float:
+        """Busy-wait ``(factor - 1)·seconds`` on the straggler rank; the seconds this compute took in all."""
+        if rank != self.rank or self.factor == 1.0:
+            return seconds
+        end = time.perf_counter() + (self.factor - 1.0) * seconds
+        while time.perf_counter() < end:
+            pass
+        return seconds * self.factor
+
+
+def inject_straggler(rank: int, factor: float) -> Straggler:
+    """A straggler on ``rank``, ``factor`` (finite, ``>= 1``) times slower; pass it as the ``straggler``
+    of a :class:`~sgl.systems.seq.malleus_runtime.MalleusRunConfig`.  The slow-down is extra work
+    (a busy-wait of ``(factor - 1)×`` each measured compute), which holds the core as slower silicon would."""
+    rank = check_int(rank, "straggler rank", 0, error=PlanError)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) or factor < 1:
+        raise PlanError(f"straggler factor must be a finite number >= 1 (1 = normal speed, 2 = twice as slow), "
+                        f"got {factor!r}")
+    return Straggler(rank, float(factor))
