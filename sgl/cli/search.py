@@ -47,6 +47,9 @@ def register(sub) -> None:
     search.add_argument("--min-epochs", type=int, default=10,
                         help="the pruner's first rung: judge trials after this many epochs (default 10)")
     search.add_argument("--space", help="JSON/YAML file narrowing the design space (keys of DesignSpace)")
+    search.add_argument("--variants", help="deployment variants the search may pick: comma-separated of plain, "
+                                           "int8, pruned, distilled (e.g. with --objectives accuracy,latency,"
+                                           "model_bytes); default plain")
     search.add_argument("--device", help="cpu, cuda, cuda:N")
     search.add_argument("--threads", type=int, help="torch intra-op threads (1 is fastest on small graphs)")
     search.add_argument("--out", help="folder for front.csv/json, trials.csv and pareto.png (default "
@@ -93,6 +96,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     from sgl.search.hetero import search_parts, space_from_dict
 
     space = space_from_dict(read_config(args.space)) if args.space else DesignSpace()
+    if args.variants:
+        variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+        space = DesignSpace.from_dict({**space.to_dict(), "variants": variants})
     options = key_values(args.dataset_option, "--dataset-option")
     graph = sgl.datasets.load(args.dataset, root=args.root, **options)
     print(f"dataset: {args.dataset} ({graph.num_nodes:,} nodes, {graph.num_edges:,} edges)")

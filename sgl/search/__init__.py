@@ -15,6 +15,7 @@ from sgl.search.config import OPTIMIZERS, PRUNERS, SEARCH_TRAIN_DEFAULTS, Search
 from sgl.search.evaluate import DesignEvaluator, EpochPruner
 from sgl.search.objectives import OBJECTIVES, MemoryMeter, Objective, hypervolume_2d, pareto_front, parse_objectives
 from sgl.search.space import GRAPH_OPERATORS, POST_MESSAGES, POST_OPERATORS, DesignSpace, Knob
+from sgl.search.variants import VARIANTS, deploy_variant
 from sgl.search.study import (SearchResult, export_config, load_result, make_pruner, open_study, run_search,
                               storage_url)
 
@@ -24,4 +25,5 @@ __all__ = [
     "HopCache", "DesignEvaluator",
     "SearchConfig", "SearchResult", "run_search", "open_study", "load_result", "export_config", "storage_url",
     "OPTIMIZERS", "search_train_config", "SEARCH_TRAIN_DEFAULTS", "PRUNERS", "EpochPruner", "make_pruner",
+    "VARIANTS", "deploy_variant",
 ]

@@ -11,7 +11,7 @@ Example:
     >>> evaluator = DesignEvaluator(graph, space, TrainConfig(lr=0.01, epochs=5, progress=False))
     >>> metrics = evaluator.evaluate(space.design_at(0))
     >>> sorted(metrics)
-    ['accuracy', 'epoch_time', 'epochs_run', 'latency', 'memory', 'params', 'train_time']
+    ['accuracy', 'epoch_time', 'epochs_run', 'latency', 'memory', 'model_bytes', 'params', 'train_time']
 """
 from __future__ import annotations
 
@@ -32,7 +32,9 @@ from sgl.models.features import NodeFeatures
 from sgl.search.cache import HopCache
 from sgl.search.config import PRUNERS, search_train_config
 from sgl.search.objectives import MemoryMeter
+from sgl.models.accel.quant import model_bytes
 from sgl.search.space import DesignSpace
+from sgl.search.variants import deploy_variant
 from sgl.tasks import Trainer
 from sgl.tasks.config import TrainConfig
 from sgl.tasks.metrics import accuracy
@@ -124,13 +126,21 @@ class DesignEvaluator:
             features = NodeFeatures(hops) if model.message_op.learnable else NodeFeatures(model.message_op(hops))
             precompute_s += time.perf_counter() - start
             result = trainer.fit(model, features, self.graph, seed=seed)
-            latencies = inference_latencies(trainer, model, features, self.graph, device, self.latency_repeats)
+            variant = self.space.variant_of(design)
+            if variant == "plain":
+                latencies = inference_latencies(trainer, model, features, self.graph, device, self.latency_repeats)
+                deployed = {"accuracy": float(result["val_acc"]), "latency": statistics.median(latencies),
+                            "model_bytes": float(model_bytes(model))}
+            else:   # measured on the deployed variant (int8, pruned, distilled student)
+                deployed = deploy_variant(variant, model, trainer, features, self.graph, device,
+                                          self.latency_repeats, seed)
         return {
-            "accuracy": float(result["val_acc"]),
+            "accuracy": deployed["accuracy"],
             "epoch_time": result["train_time_s"] / result["epochs_run"],
             "train_time": precompute_s + result["train_time_s"],
-            "latency": statistics.median(latencies),
+            "latency": deployed["latency"],
             "memory": meter.peak_mb,
+            "model_bytes": deployed["model_bytes"],
             "epochs_run": float(result["epochs_run"]),
             "params": float(sum(p.numel() for p in model.parameters())),
         }

@@ -9,6 +9,7 @@ train_time     minimize    precompute seconds (as measured when the hops were co
 latency        minimize    inference seconds: base model over every node + post-processing
 memory         minimize    peak memory of the trial in MB: CUDA peak allocation on GPU; on CPU
                            the peak resident-set growth over the trial, sampled every 2 ms
+model_bytes    minimize    bytes of the deployed model (packed int8, CSR for pruned weights)
 =============  ==========  =================================================================
 
 Example:
@@ -48,6 +49,7 @@ OBJECTIVES = {o.name: o for o in (
     Objective("train_time", "minimize", "s", "precompute + training time"),
     Objective("latency", "minimize", "s", "inference time over all nodes incl. post-processing"),
     Objective("memory", "minimize", "MB", "peak memory growth of the trial"),
+    Objective("model_bytes", "minimize", "B", "bytes of the deployed model"),
 )}
 
 

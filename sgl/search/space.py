@@ -140,6 +140,9 @@ class DesignSpace:
         post_graph_ops: names from :data:`POST_OPERATORS`.
         post_messages: names from :data:`POST_MESSAGES`.
         dropout: dropout values in ``[0, 1)``.
+        variants: deployment variants from :data:`sgl.search.variants.VARIANTS` (``plain``, ``int8``,
+            ``pruned``, ``distilled``); with more than one, ``variant`` is a knob and each trial is
+            measured as that deployment.
     """
 
     def __init__(self, graph_ops: Sequence[str] = tuple(GRAPH_OPERATORS), k: Tuple[int, int] = (1, 10),
@@ -148,7 +151,7 @@ class DesignSpace:
                  hidden: Sequence[int] = (32, 64, 128, 256), post_steps: Tuple[int, int] = (0, 10),
                  post_graph_ops: Sequence[str] = tuple(POST_OPERATORS),
                  post_messages: Sequence[str] = POST_MESSAGES,
-                 dropout: Union[float, Sequence[float]] = 0.5) -> None:
+                 dropout: Union[float, Sequence[float]] = 0.5, variants: Sequence[str] = ("plain",)) -> None:
         ks = _int_range("k", k)
         if ks[0] < 1:
             raise ConfigError(f"k (propagation steps) must start at >= 1, got {ks[0]}")
@@ -178,6 +181,12 @@ class DesignSpace:
             Knob("post_message", _choices("post_messages", post_messages, POST_MESSAGES),
                  active_when="post_steps"),
         )
+        from sgl.search.variants import VARIANTS
+
+        kinds = _choices("variants", variants, VARIANTS)
+        if len(kinds) > 1:   # a one-variant space keeps its old knobs (and its stored studies' keys)
+            self.knobs += (Knob("variant", kinds),)
+        self._variants = kinds
         self._by_name = {knob.name: knob for knob in self.knobs}
 
     # ------------------------------------------------------------------ size and enumeration
@@ -297,14 +306,20 @@ class DesignSpace:
                 out[knob.name] = [knob.low, knob.high]
             else:
                 out[names.get(knob.name, knob.name)] = list(knob.choices)
+        if "variant" in out:
+            out["variants"] = out.pop("variant")
         return out
+
+    def variant_of(self, design: Mapping[str, Any]) -> str:
+        """The deployment variant of ``design`` (the only one when the space has no variant knob)."""
+        return design.get("variant", self._variants[0])
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "DesignSpace":
         if not isinstance(data, Mapping):
             raise ConfigError(f"a design space is a mapping of knob -> choices, got {type(data).__name__}")
         valid = {"graph_ops", "k", "messages", "base_models", "num_layers", "hidden", "post_steps",
-                 "post_graph_ops", "post_messages", "dropout"}
+                 "post_graph_ops", "post_messages", "dropout", "variants"}
         unknown = sorted(set(data) - valid)
         if unknown:
             raise ConfigError(f"unknown design-space key(s) {unknown}; valid: {sorted(valid)}")
