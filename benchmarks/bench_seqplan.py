@@ -14,6 +14,15 @@ FlexSP's evaluation max lengths (192K and 384K tokens, where the cluster holds t
 sequence of the sampled steps (which is why the first version reported ~1.0x).
 Table 2: Hydraulis (its pool caps sequences at its longest supported length). Table 3: Malleus vs
 the straggler-oblivious plan, with the model-state volume moved when re-planning from no straggler.
+
+``--measure`` runs the plans instead (:func:`sgl.systems.seq.measure.measure_planners`): the same
+Wikipedia lengths scaled so the longest fits this machine, a per-device token budget that makes
+long sequences need SP, 2 gloo processes (``--processes 4`` where cores allow), TinyLM, the cost
+model calibrated on this machine by timing the executor, and, per planner, the measured step time
+against the best *measured* static strategy, the modelled ratio beside it, and predicted vs
+measured time of every executed plan with the median relative error:
+
+    SGL_TEST_DATA=../shared/datasets python benchmarks/bench_seqplan.py --measure [--measure-steps 3]
 """
 import argparse
 import os
@@ -81,6 +90,76 @@ def malleus_rows(devices):
             yield n, tp, pp, name, planner.oblivious(rates).step_ms, plan, seconds
 
 
+#: hook for other runtimes' measured rows (e.g. Malleus with an injected straggler): callables
+#: ``fn(args, lengths) -> iterable of (name, measured ms/step, baseline name, baseline ms/step, modelled ratio)``
+EXTRA_MEASURES = []
+#: (predicted ms, measured ms) of the plans EXTRA_MEASURES executed, for the overall median error
+EXTRA_ERRORS = []
+
+
+def malleus_rows(args, lengths):
+    """Malleus with one 2x straggler (rank 0) against the straggler-oblivious plan, per layout."""
+    from sgl.systems.seq.malleus_measure import measure_malleus
+
+    for layout in [x.strip() for x in args.malleus_layouts.split(",") if x.strip()]:
+        out = measure_malleus(args.processes, 2.0, 0, layout=layout)
+        o, a = out["oblivious"], out["aware"]
+        EXTRA_ERRORS.extend([(o["predicted_ms"], o["measured_ms"]), (a["predicted_ms"], a["measured_ms"])])
+        yield (f"malleus-{layout} (2x straggler)", a["measured_ms"], "straggler-oblivious", o["measured_ms"],
+               out["modelled_ratio"])
+
+
+EXTRA_MEASURES.append(malleus_rows)
+
+
+def measure_main(args, lengths):
+    from sgl.systems.seq.measure import MeasureSetup, measure_planners
+
+    setup = MeasureSetup(devices=args.processes, steps=args.measure_steps, max_length=args.max_length,
+                         budget=args.budget, tokens_per_step=args.tokens_per_step, repeats=args.repeats)
+    t0 = time.perf_counter()
+    res = measure_planners(lengths, setup, profile=args.profile)
+    print(f"measured on {setup.devices} gloo processes (1 thread each), TinyLM '{setup.model}', "
+          f"{setup.steps} steps of ~{setup.tokens_per_step} tokens, lengths x{setup.scale:.4f} "
+          f"(cap {setup.source_max} -> {setup.max_length}), budget {setup.budget} tokens/device; "
+          f"steps per batch: {[len(b) for b in res.lengths]}, longest: {[max(b) for b in res.lengths]}; "
+          f"cost model: {'profile ' + args.profile if args.profile else 'fitted on the executor (this run)'}")
+    print("\n| calibrated strategy | degree | a ms/token^2 | b ms/token | c ms/micro-batch | o ms/step |")
+    print("|---|---|---|---|---|---|")
+    for f in res.fits:
+        print(f"| {f['strategy']} | {f['degree']} | {f['a']:.3g} | {f['b']:.3g} | {f['c']:.3g} | {f['o']:.3g} |")
+    best, model_best = res.best_static(), res.best_static(False)
+    steps = setup.steps
+    print("\n| planner | measured ms/step | best static (measured) | static ms/step | measured ratio "
+          "| modelled ratio | predicted ms/step |")
+    print("|---|---|---|---|---|---|---|")
+    for name, row in res.planners.items():
+        print(f"| {name} | {row.total / steps:.0f} | {best.name} | {best.total / steps:.0f} | {res.ratio(name):.3f} "
+              f"| {res.modelled_ratio(name):.3f} (vs {model_best.name}) | {row.predicted_total / steps:.0f} |")
+    for fn in EXTRA_MEASURES:
+        for name, ms, base, base_ms, modelled in fn(args, lengths):
+            print(f"| {name} | {ms:.0f} | {base} | {base_ms:.0f} | {base_ms / ms:.3f} | {modelled:.3f} | |")
+    print("\n| same-window re-calibration | degree | a ms/token^2 | b ms/token | c ms/micro-batch | o ms/step |")
+    print("|---|---|---|---|---|---|")
+    for f in res.window_fits:
+        print(f"| {f['strategy']} | {f['degree']} | {f['a']:.3g} | {f['b']:.3g} | {f['c']:.3g} | {f['o']:.3g} |")
+    print("\n| executed plan | step | groups | predicted ms | same-window predicted ms | measured ms "
+          "| abs(pred-meas)/meas | same-window |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row in list(res.planners.values()) + list(res.statics.values()):
+        for step, (p, w, m, label) in enumerate(zip(row.predicted_ms, row.window_ms, row.measured_ms, row.labels)):
+            print(f"| {row.name} | {step} | {label} | {p:.0f} | {w:.0f} | {m:.0f} | {abs(p - m) / m:.3f} "
+                  f"| {abs(w - m) / m:.3f} |")
+    print(f"\nmedian abs(predicted - measured) / measured over {len(res.errors())} executed plans: "
+          f"{res.median_error:.3f} with the planning calibration, {res.median_error_window:.3f} with the "
+          f"same-window re-calibration (target <= 0.20); FlexSP measured ratio {res.ratio('flexsp'):.3f} "
+          f"(target >= 1.1); wall {time.perf_counter() - t0:.0f} s", flush=True)
+    if EXTRA_ERRORS:
+        errors = sorted(list(res.errors()) + [abs(p - m) / m for p, m in EXTRA_ERRORS])
+        print(f"median abs(predicted - measured) / measured over all {len(errors)} executed plans, Malleus' "
+              f"{len(EXTRA_ERRORS)} included: {errors[len(errors) // 2]:.3f} (Malleus predicts layer compute only)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=3)
@@ -89,9 +168,23 @@ def main():
     ap.add_argument("--tokens-per-device", type=int, default=TOKENS_PER_DEVICE,
                     help="token budget per step and device (the paper's global batch was not verified)")
     ap.add_argument("--skip", default="", help="comma list of tables to skip: seq,hydraulis,malleus")
+    ap.add_argument("--measure", action="store_true", help="execute the plans on processes and measure them")
+    ap.add_argument("--processes", type=int, default=2, help="--measure: gloo processes (devices)")
+    ap.add_argument("--measure-steps", type=int, default=3, help="--measure: global batches")
+    ap.add_argument("--repeats", type=int, default=2, help="--measure: timed repeats per plan (fastest counts)")
+    ap.add_argument("--max-length", type=int, default=2048, help="--measure: scaled longest sequence")
+    ap.add_argument("--budget", type=int, default=1024, help="--measure: tokens per device and micro-batch")
+    ap.add_argument("--tokens-per-step", type=int, default=6144, help="--measure: scaled tokens per step")
+    ap.add_argument("--malleus-layouts", default="dp,pp,tp", help="--measure: Malleus layouts to execute with a "
+                    "2x straggler (comma list of dp, pp, tp; empty: none)")
+    ap.add_argument("--profile", default=None, help="--measure: plan with this `sgl plan calibrate` profile file "
+                    "instead of fitting the executor in this run")
     args = ap.parse_args()
     root = Path(os.environ.get("SGL_TEST_DATA", "../shared/datasets"))
     lengths = read_lengths(root / "seqlen" / "wikipedia.txt")
+    if args.measure:
+        measure_main(args, lengths)
+        return
     devices = [int(x) for x in args.devices.split(",")]
     skip = set(args.skip.split(","))
     warnings.simplefilter("ignore", RuntimeWarning)

@@ -44,6 +44,9 @@ def register_plan(sub: Any) -> None:
     s.add_argument("--calibrate", default=None, metavar="MODEL",
                    help="fit the cost model on this machine with the runtime's MODEL (e.g. tiny, cpu-small) instead "
                         "of FlexSP's published A100 constants (not for --method hydraulis)")
+    s.add_argument("--profile", default=None, metavar="PATH",
+                   help="plan with a machine profile written by `sgl plan calibrate` (measured compute, memory and "
+                        "collective terms; with --method hydraulis: Hydraulis' strategies costed by it)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", default=None, help="write the plans as JSON")
     s.add_argument("--png", default=None, help="write a bar chart of the per-device load")
@@ -66,6 +69,11 @@ def register_plan(sub: Any) -> None:
     g.add_argument("--micro-batches", type=int, default=64, help="micro-batches per step")
     g.add_argument("--memory", default="80GiB")
     g.add_argument("--suspend", type=float, default=8.0, help="devices at or above this rate are left idle")
+    g.add_argument("--profile", default=None, metavar="PATH",
+                   help="take layers, layer time, memory and TP overheads from a `sgl plan calibrate` profile")
+    g.add_argument("--tokens", type=int, default=None,
+                   help="with --profile: tokens per micro-batch the layer time is measured for (default: the "
+                        "profiled model's sequence length)")
     g.add_argument("--out", default=None)
     g.add_argument("--png", default=None)
     g.set_defaults(handler=cmd_straggler)
@@ -141,6 +149,14 @@ def cmd_seq(args) -> int:
         sampler = GlobalBatchSampler(lengths, tokens_per_step=budget, seed=args.seed, max_length=max_length)
     batches = sampler.batches(steps)
     model = None
+    if args.profile is not None:
+        if args.calibrate is not None:
+            raise PlanError("give either --profile (a saved calibration) or --calibrate (measure now), not both")
+        from sgl.cli.plan_calibrate import load_profile
+
+        profile, model = load_profile(args.profile, devices, memory)
+        print(f"profile {args.profile}: alpha1={profile.alpha1:.3g} ms/token^2, alpha2={profile.alpha2:.3g} ms/token, "
+              f"beta={profile.micro_batch_ms:.3g} ms, {profile.act_mb_per_token:.3g} MB/token")
     if args.calibrate is not None:
         if args.method == "hydraulis":
             raise PlanError("--calibrate fits FlexSP's cost form; Hydraulis uses its own fitted pool: drop one of them")
@@ -150,8 +166,9 @@ def cmd_seq(args) -> int:
         print(f"calibrated on this machine ({args.calibrate}): alpha1={report['alpha1']:.3g} ms/token^2, "
               f"alpha2={report['alpha2']:.3g} ms/token, beta={report['beta']:.3g} ms, "
               f"{report['act_mb_per_token']:.3g} MB/token")
+    pool = profile.hydraulis_pool(devices, memory) if args.profile is not None and args.method == "hydraulis" else None
     result = compare(args.method, batches, devices, memory, max_length=max_length, time_limit=time_limit,
-                     sample=sampler.pool[:200_000], mesh_groups=args.mesh_groups, model=model)
+                     sample=sampler.pool[:200_000], mesh_groups=args.mesh_groups, model=model, pool=pool)
     print(f"sgl plan seq: {args.method} on {devices} devices, {memory:g} GiB, max length {max_length}, "
           f"static baseline {result.static_label}")
     print(f"{'step':>4} {'seqs':>6} {'tokens':>9} {'longest':>8} {'static ms':>11} {'planned ms':>11} {'ratio':>6} "
@@ -198,7 +215,19 @@ def cmd_straggler(args) -> int:
         rates = check_rates(_parse_rates(args.rates, "--rates"), devices)
     else:
         rates = straggler_setting(args.setting, devices, args.node_size)
-    model = MalleusModel(layers=args.layers, micro_batches=args.micro_batches, memory_mb=memory * 1024)
+    if args.profile is not None:
+        from sgl.cli.plan_calibrate import load_profile
+
+        profile, _ = load_profile(args.profile, 1, memory)
+        tokens = profile.model["seq_length"] if args.tokens is None else check_int(args.tokens, "--tokens", 1,
+                                                                                   error=PlanError)
+        model = profile.malleus_model(tokens, args.micro_batches, memory)
+        print(f"profile {args.profile}: {model.layers} layers, {model.layer_ms:.3g} ms per layer and "
+              f"{tokens}-token micro-batch (--layers is taken from the profile)")
+    elif args.tokens is not None:
+        raise PlanError("--tokens sizes the micro-batch of a --profile; give --profile PATH or drop --tokens")
+    else:
+        model = MalleusModel(layers=args.layers, micro_batches=args.micro_batches, memory_mb=memory * 1024)
     planner = MalleusPlanner(model, devices, args.tp, args.pp, node_size=args.node_size, suspend=args.suspend)
     if args.previous_rates is not None:
         previous = check_rates(_parse_rates(args.previous_rates, "--previous-rates"), devices)

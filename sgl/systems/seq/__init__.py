@@ -16,9 +16,18 @@ Planners: :class:`FlexSPPlanner` (blaster + bucketing + MILP, homogeneous baseli
 (one strategy per step, switching cost, Viterbi) and :class:`MalleusPlanner` (straggler-aware
 TP grouping, pipeline layouts, layer / micro-batch ILPs, re-planning with migration volume).
 
+Calibration: :func:`calibrate_machine` measures this machine (attention's quadratic term, linear
+layers, a per-micro-batch constant, memory per token, α/β of all-reduce, all-to-all and send/recv)
+into a :class:`MachineProfile` (JSON, ``sgl plan calibrate``) whose ``seq_cost_model()`` /
+``malleus_model()`` the planners accept; :func:`predict_step_ms` is a plan's predicted step time.
+
 Runtime on :mod:`sgl.comm` (correctness, CPU/gloo): :func:`ulysses_attention`, :func:`ring_attention`,
 packed varlen masks (:func:`cu_seqlens`, :func:`varlen_attention`) and
-:func:`sequence_parallel_block` for the small Transformer's layer.
+:func:`sequence_parallel_block` for the small Transformer's layer.  Plans run:
+:class:`VarlenStepExecutor` executes any of these planners' step plans on N processes (mixed SP
+degrees, Ulysses or ring per group, :func:`as_exec_plan` for the dict form), equal to
+:func:`single_process_step`; :func:`measure_planners` measures planners against static strategies
+with a cost model fitted on this machine (:class:`FittedCostModel`).
 
 >>> from sgl.systems.seq import GlobalBatchSampler, flexsp_cost_model
 >>> batch = GlobalBatchSampler([512, 1024, 30000], batch_size=8, seed=0).batches(1)[0]
@@ -28,6 +37,8 @@ packed varlen masks (:func:`cu_seqlens`, :func:`varlen_attention`) and
 """
 from sgl.systems.seq.calibrate import calibrate_cost_model
 from sgl.systems.seq.compare import Comparison, compare
+from sgl.systems.seq.exec_plan import ExecGroup, ExecPlan, as_exec_plan
+from sgl.systems.seq.fitted_cost import BudgetedCostModel, FittedCostModel, executed_step_ms, fit_strategy
 from sgl.systems.seq.cost import (FLEXSP_ALLTOALL_GBPS, SeqCostModel, SeqHardware, SeqModelSpec, SeqStrategy,
                                   StrategyCost, flexsp_cost_model, hydraulis_pool, longest_supported)
 from sgl.systems.seq.flexsp import FlexSPPlanner, check_fits
@@ -36,13 +47,17 @@ from sgl.systems.seq.lengths import GlobalBatchSampler, LengthHistogram, check_l
 from sgl.systems.seq.malleus import MalleusModel, MalleusPlan, MalleusPlanner
 from sgl.systems.seq.mesh import DynamicMeshPlanner
 from sgl.systems.seq.plan import GroupWork, StepPlan
+from sgl.systems.seq.profile import LinkFit, MachineProfile, calibrate_machine, predict_step_ms
 from sgl.systems.seq.straggler import check_rates, measure_rates, straggler_setting, straggling_rates
 from sgl.systems.seq.switching import SwitchingPlanner, SwitchingResult, switch_pool
 
 #: the torch runtime (imported on first use, so the planners load without torch)
 _RUNTIME = {"ulysses_attention": "ulysses", "ring_attention": "ring", "cu_seqlens": "varlen",
             "varlen_attention": "varlen", "sequence_parallel_block": "sp_block",
-            "sequence_parallel_lm": "sp_block"}
+            "sequence_parallel_lm": "sp_block", "VarlenStepExecutor": "executor", "StepResult": "executor",
+            "single_process_step": "executor", "varlen_lm": "executor", "document_attention": "doc_attention",
+            "document_ulysses_attention": "doc_attention", "document_ring_attention": "doc_attention",
+            "measure_planners": "measure", "MeasureSetup": "measure", "MeasureResult": "measure"}
 
 
 def __getattr__(name: str):
@@ -59,4 +74,4 @@ __all__ = ["read_lengths", "corpus_lengths", "LengthHistogram", "GlobalBatchSamp
            "SwitchingResult", "switch_pool", "MalleusModel", "MalleusPlan", "MalleusPlanner", "check_rates",
            "measure_rates", "straggler_setting", "straggling_rates", "ulysses_attention", "ring_attention",
            "cu_seqlens", "varlen_attention", "sequence_parallel_block", "sequence_parallel_lm", "calibrate_cost_model", "compare",
-           "Comparison"]
+           "Comparison", "MachineProfile", "LinkFit", "calibrate_machine", "predict_step_ms"]

@@ -90,7 +90,7 @@ def compare(method: str, batches: Sequence, devices: int, memory_gb: float = 80.
             max_length: Optional[int] = None, time_limit: float = 0.5, sample: Optional[np.ndarray] = None,
             model: Optional[SeqCostModel] = None, mesh_groups: str = "best",
             hydraulis_ilp: bool = True, milp_patience: int = 3,
-            mesh_fallback: bool = True) -> Comparison:
+            mesh_fallback: bool = True, pool: Optional[Sequence[StrategyCost]] = None) -> Comparison:
     """Plan ``batches`` with ``method`` and compare with the best static strategy (module doc).
 
     ``sample`` (Hydraulis): the length sample its replica DP plans on (default: the batches);
@@ -102,6 +102,8 @@ def compare(method: str, batches: Sequence, devices: int, memory_gb: float = 80.
     on which they did not beat the balanced heuristic (retried every 8th; ``0`` always solves).
     ``mesh_fallback``: the dynamic mesh may run a step on the best static strategy instead
     (paying the mode-switch cost; :class:`DynamicMeshPlanner`); ``False`` gives the pure DP×CP mesh.
+    ``pool`` (Hydraulis): its strategy pool instead of the published one, e.g. a machine profile's
+    :meth:`~sgl.systems.seq.profile.MachineProfile.hydraulis_pool`.
     """
     check_choice(method, "method", METHODS, error=PlanError)
     devices = check_int(devices, "devices", 1, error=PlanError)
@@ -114,7 +116,7 @@ def compare(method: str, batches: Sequence, devices: int, memory_gb: float = 80.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
         if method == "hydraulis":
-            pool = hydraulis_pool(devices, memory_gb * 2**30)
+            pool = hydraulis_pool(devices, memory_gb * 2**30) if pool is None else list(pool)
             check_fits(np.array([max_length]), pool)
             planner = HydraulisPlanner(pool, devices, time_limit=min(time_limit, 0.02),
                                        max_ilp_sequences=160 if hydraulis_ilp else 0,

@@ -154,8 +154,10 @@ class SeqModelSpec:
     params_b: float = 7.0               # parameters, billions
     act_mb_per_token: float = 4.71      # activation MB per token of the whole model, tp = sp = 1
     ckpt_fraction: float = 1.0 / 16     # share of activations kept under full checkpointing
+    bytes_per_element: float = 2.0      # activation bytes on the wire (bf16 = 2; fp32 CPU runs = 4)
 
     def __post_init__(self) -> None:
+        check_real(self.bytes_per_element, "SeqModelSpec.bytes_per_element", 0.0, open_low=True, error=PlanError)
         check_int(self.layers, "SeqModelSpec.layers", 1, error=PlanError)
         check_int(self.hidden, "SeqModelSpec.hidden", 1, error=PlanError)
         check_int(self.kv_hidden, "SeqModelSpec.kv_hidden", 1, error=PlanError)
@@ -180,10 +182,20 @@ class SeqHardware:
     overlap: float = 0.5                # share of ring-attention K/V transfer time hidden behind compute
     node_size: int = 8                  # devices per node: a ring larger than this has inter-node hops
     p2p_inter_gbps: float = 8.7         # bottleneck of an inter-node ring (FlexSP's inter-node figure)
+    # per-call latencies (ms) of the collectives, added once per call to a micro-batch's constant c;
+    # 0 in the published presets (their bandwidths are effective figures), measured by a MachineProfile
+    alltoall_latency_ms: float = 0.0
+    allreduce_latency_ms: float = 0.0
+    p2p_latency_ms: float = 0.0
+    # the busiest rank's share of the attention's s² work relative to an even split (1 = balanced);
+    # measured by a MachineProfile (ring attention on contiguous causal shards is unbalanced)
+    sp_quadratic_factor: float = 1.0
+    cp_quadratic_factor: float = 1.0
 
     def __post_init__(self) -> None:
         check_real(self.memory_mb, "SeqHardware.memory_mb", 0.0, open_low=True, error=PlanError)
-        for name in ("reserve_mb", "alpha1", "alpha2", "beta"):
+        for name in ("reserve_mb", "alpha1", "alpha2", "beta", "alltoall_latency_ms", "allreduce_latency_ms",
+                     "p2p_latency_ms", "sp_quadratic_factor", "cp_quadratic_factor"):
             check_real(getattr(self, name), f"SeqHardware.{name}", 0.0, error=PlanError)
         check_real(self.p2p_gbps, "SeqHardware.p2p_gbps", 0.0, open_low=True, error=PlanError)
         check_real(self.overlap, "SeqHardware.overlap", 0.0, 1.0, error=PlanError)
@@ -241,20 +253,25 @@ class SeqCostModel:
         split = strategy.tp * strategy.sp * strategy.cp * strategy.pp
         k = 4.0 / 3.0 if strategy.ckpt else 1.0
         a = hw.alpha1 * k / split
+        a *= hw.sp_quadratic_factor if strategy.sp > 1 else hw.cp_quadratic_factor if strategy.cp > 1 else 1.0
         b = hw.alpha2 * k / split
-        per_layer_bytes = m.hidden * 2.0 / 2**20            # MB per token of one layer's activation
+        per_layer_bytes = m.hidden * m.bytes_per_element / 2**20   # MB per token of one layer's activation
         layers = m.layers / strategy.pp
+        c = hw.beta / strategy.pp
         if strategy.sp > 1:
             passes = 4 * 2 * (1.5 if strategy.ckpt else 1.0)
             b += passes * layers * per_layer_bytes / strategy.sp / hw.a2a(strategy.sp)
+            c += passes * layers * hw.alltoall_latency_ms
         if strategy.tp > 1:
             passes = 6 if strategy.ckpt else 4
             ring = 2 * (strategy.tp - 1) / strategy.tp
             b += passes * layers * per_layer_bytes * ring / hw.allreduce(strategy.tp)
+            c += passes * layers * hw.allreduce_latency_ms
         if strategy.cp > 1:
-            kv_mb = 2 * 2 * layers * m.kv_hidden * 2.0 / 2**20 * (strategy.cp - 1) / strategy.cp
+            kv_mb = 2 * 2 * layers * m.kv_hidden * m.bytes_per_element / 2**20 * (strategy.cp - 1) / strategy.cp
             b += (1.0 - hw.overlap) * kv_mb / hw.p2p(strategy.cp) * (1.5 if strategy.ckpt else 1.0)
-        c = hw.beta / strategy.pp
+            # one K/V message per hop forward and one dK/dV message per hop backward
+            c += 2 * layers * (strategy.cp - 1) * hw.p2p_latency_ms * (1.5 if strategy.ckpt else 1.0)
         return StrategyCost(strategy, float(a), float(b), float(c), self.capacity(strategy))
 
     def pool(self, strategies: Iterable[SeqStrategy]) -> List[StrategyCost]:
