@@ -27,6 +27,10 @@ def register_plan(sub: Any) -> None:
     c.add_argument("--threads", type=int, default=1, help="torch threads per process (as training will use)")
     c.add_argument("--world-size", type=int, default=2, help="processes measured at once (gloo on a CPU)")
     c.add_argument("--quick", action="store_true", help="few short lengths and small messages (seconds, for tests)")
+    c.add_argument("--no-executor", action="store_true", help="skip timing the step executor per strategy (its "
+                   "fits let the planners cost plans as the executor runs them; on by default)")
+    c.add_argument("--budget", type=int, default=1024, help="tokens per device of the executor's calibration "
+                   "micro-batches (default 1024)")
     c.add_argument("--timeout", type=float, default=600.0, help="seconds before the measuring processes are stopped")
     c.set_defaults(handler=cmd_calibrate)
 
@@ -55,7 +59,8 @@ def cmd_calibrate(args) -> int:
 
     cfg = get_model_config(args.model)
     started = time.perf_counter()
-    profile = calibrate_machine(cfg, threads=threads, world_size=world, quick=args.quick, timeout=timeout)
+    profile = calibrate_machine(cfg, threads=threads, world_size=world, quick=args.quick, timeout=timeout,
+                                executor=not (args.quick or args.no_executor), budget=args.budget)
     seconds = time.perf_counter() - started
     samples = profile.samples
     fits = samples["fits"]
@@ -85,6 +90,9 @@ def cmd_calibrate(args) -> int:
           f"{profile.micro_batch_ms:.3g} ms per micro-batch, optimizer {profile.optimizer_ms:.3g} ms per step, "
           f"{profile.act_mb_per_token:.3g} MB/token; busiest rank's attention s^2 share vs an even split: Ulysses "
           f"{profile.sp_quadratic_factor:.2f}x, ring {profile.cp_quadratic_factor:.2f}x")
+    for key, (a, b, c, o) in sorted(profile.strategy_fits.get("fits", {}).items()):
+        print(f"fitted: executor {key}: {a:.3g} ms/token^2 + {b:.3g} ms/token per sequence, {c:.3g} ms per "
+              f"micro-batch, {o:.3g} ms per step")
     for op, link in profile.links.items():
         print(f"fitted: {op} alpha {link.alpha_s * 1e6:.1f} us, beta {link.beta_s_per_byte * 1e9:.3g} ns/byte "
               f"({1e-9 / link.beta_s_per_byte if link.beta_s_per_byte else float('inf'):.3g} GB/s)")

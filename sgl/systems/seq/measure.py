@@ -279,8 +279,9 @@ def measure_planners(lengths, setup: MeasureSetup = MeasureSetup(), planners: Se
         from sgl.systems.seq.profile import MachineProfile
 
         profile = profile if isinstance(profile, MachineProfile) else MachineProfile.load(profile)
-        model = BudgetedCostModel(profile.seq_cost_model(setup.devices), setup.budget,
-                                  profile.gradient_sync_ms(setup.devices))
+        # the executor's own per-strategy fits when the profile has them, else its component model
+        model = profile.fitted_cost_model(setup.devices, setup.budget) or BudgetedCostModel(
+            profile.seq_cost_model(setup.devices), setup.budget, profile.gradient_sync_ms(setup.devices))
     else:
         candidates = _candidates(setup, cfg.num_heads)
         timed = comm.spawn(_calibrate_worker, setup.devices, setup, candidates, timeout=timeout)[0]

@@ -134,6 +134,9 @@ class MachineProfile:
     bytes_per_element: int = 4
     created: str = ""
     format_version: int = FORMAT_VERSION
+    #: the step executor timed per strategy (``{"budget", "devices", "fits": {"ulysses:2": [a, b, c, o]}}``:
+    #: ``o + Σ_mb [c + Σ (a·s² + b·s)]`` ms per step); empty when calibrated without ``executor=True``
+    strategy_fits: Dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("attention_ms_per_token2", "linear_ms_per_token", "head_ms_per_token", "micro_batch_ms",
@@ -239,6 +242,21 @@ class MachineProfile:
         fixed = self.gradient_sync_ms(devices) + (self.optimizer_ms if optimizer else 0.0)
         return predict_step_ms(plan, model, fixed_ms=fixed, barrier=barrier)
 
+    def fitted_cost_model(self, devices: int, budget: Optional[int] = None):
+        """A :class:`~sgl.systems.seq.fitted_cost.FittedCostModel` from the executor's per-strategy fits
+        (capacity ``budget × degree``; default the calibration's budget), or ``None`` without them."""
+        fits = (self.strategy_fits or {}).get("fits")
+        if not fits:
+            return None
+        from sgl.systems.seq.fitted_cost import FittedCostModel
+
+        try:
+            parsed = {(k.split(":")[0], int(k.split(":")[1])): [float(x) for x in v] for k, v in fits.items()}
+        except (ValueError, IndexError, TypeError):
+            raise PlanError(f"the profile's strategy_fits are malformed ({fits!r}): re-run `sgl plan calibrate`") \
+                from None
+        return FittedCostModel(parsed, int(budget or self.strategy_fits.get("budget", 1024)), devices)
+
     def fingerprint_differences(self, other: Optional[Dict[str, Any]] = None) -> List[str]:
         """``key: recorded != current`` for each fingerprint entry that differs from this machine."""
         recorded = self.fingerprint.get("device")
@@ -263,7 +281,7 @@ class MachineProfile:
                             f"{FORMAT_VERSION}: re-run `sgl plan calibrate --out PATH` on this machine")
         names = [f.name for f in fields(cls)]
         required = [n for n in names if n not in ("samples", "bytes_per_element", "created", "format_version",
-                                                  "sp_quadratic_factor", "cp_quadratic_factor")]
+                                                  "sp_quadratic_factor", "cp_quadratic_factor", "strategy_fits")]
         missing = [n for n in required if n not in data]
         if missing:
             raise PlanError(f"{source} lacks the fields {missing}: it is incomplete or not written by "
@@ -340,12 +358,15 @@ def predict_step_ms(plan: StepPlan, model: SeqCostModel, *, fixed_ms: float = 0.
 def calibrate_machine(model="tiny", *, lengths: Optional[Sequence[int]] = None, repeats: Optional[int] = None,
                       sizes: Optional[Sequence[int]] = None, link_repeats: Optional[int] = None, threads: int = 1,
                       world_size: int = 2, quick: bool = False, timeout: float = 600.0,
-                      backend: str = "gloo") -> MachineProfile:
+                      backend: str = "gloo", executor: bool = False, budget: int = 1024) -> MachineProfile:
     """Measure this machine for ``model`` (a preset name or ``TransformerConfig``) and fit a profile.
 
     Defaults come from :data:`DEFAULT` (:data:`QUICK` with ``quick=True``); ``threads`` torch threads
     per process, as training will use; ``backend="nccl"`` measures each rank's GPU instead of the CPU
-    (one GPU per process).  See the module doc for what is timed and fitted.
+    (one GPU per process).  See the module doc for what is timed and fitted.  ``executor=True``
+    also times the step executor itself per strategy (SP/CP degrees that fit ``world_size``, micro-batches
+    up to ``budget`` tokens per device) and stores the fits (:meth:`MachineProfile.fitted_cost_model`):
+    the planners then cost plans as the executor runs them.
     """
     from sgl import comm
     from sgl.systems.parallel.model import get_model_config
@@ -364,7 +385,26 @@ def calibrate_machine(model="tiny", *, lengths: Optional[Sequence[int]] = None, 
     world_size = check_int(world_size, "world_size", 2, error=PlanError)
     results = comm.spawn(cal.calibration_worker, world_size, cfg, lengths, repeats, threads, sizes, link_repeats,
                          backend=backend, timeout=timeout)
-    return _fit(cfg, results, lengths, sizes, threads, world_size)
+    profile = _fit(cfg, results, lengths, sizes, threads, world_size)
+    if executor:
+        profile.strategy_fits = _executor_fits(model if isinstance(model, str) else cfg.name, world_size,
+                                               check_int(budget, "budget", 1, error=PlanError), timeout)
+    return profile
+
+
+def _executor_fits(model, world_size: int, budget: int, timeout: float) -> Dict[str, Any]:
+    """The step executor timed per strategy on ``world_size`` processes, each fitted (``fit_strategy``)."""
+    from sgl import comm
+    from sgl.systems.parallel.model import get_model_config
+    from sgl.systems.seq.fitted_cost import fit_strategy
+    from sgl.systems.seq.measure import MeasureSetup, _calibrate_worker, _candidates
+
+    setup = MeasureSetup(devices=world_size, budget=budget, max_length=budget, model=model)
+    candidates = _candidates(setup, get_model_config(model).num_heads)
+    timed = comm.spawn(_calibrate_worker, world_size, setup, candidates, timeout=timeout)[0]
+    fits = {f"{k[0]}:{k[1]}": [float(x) for x in fit_strategy([(mbs, ms) for key, mbs, ms in timed if key == k])]
+            for k in candidates}
+    return {"budget": budget, "devices": world_size, "fits": fits}
 
 
 def _fit(cfg, results, lengths: List[int], sizes: List[int], threads: int, world_size: int) -> MachineProfile:

@@ -215,3 +215,25 @@ def test_cli_planners_take_a_profile_and_reject_bad_ones(profile, tmp_path, caps
     assert "--threads must be an integer >= 1" in capsys.readouterr().err
     assert main(["plan", "calibrate", "--out", str(tmp_path / "m.json"), "--model", "no-such-model"]) == 2
     assert "unknown model" in capsys.readouterr().err and not (tmp_path / "m.json").exists()
+
+
+def test_executor_fits_round_trip_and_cost_plans(profile, tmp_path):
+    from dataclasses import replace
+
+    from sgl.systems.seq import SeqStrategy
+    from sgl.systems.seq.fitted_cost import FittedCostModel
+
+    assert profile.fitted_cost_model(2) is None                       # calibrated without the executor
+    fitted = replace(profile, strategy_fits={"budget": 512, "devices": 2,
+                                             "fits": {"ulysses:1": [1e-4, 0.02, 2.0, 5.0],
+                                                      "ulysses:2": [5e-5, 0.03, 40.0, 0.0]}})
+    loaded = MachineProfile.load(fitted.save(tmp_path / "fits.json"))
+    assert loaded.strategy_fits == fitted.strategy_fits
+    model = loaded.fitted_cost_model(2)
+    assert isinstance(model, FittedCostModel) and model.budget == 512
+    assert model.capacity(SeqStrategy(sp=2)) == 1024                    # budget x degree
+    cost = model.strategy_cost(SeqStrategy(sp=2))
+    assert cost.c == pytest.approx(40.0)
+    bad = replace(profile, strategy_fits={"fits": {"ulysses": [1, 2, 3, 4]}})
+    with pytest.raises(PlanError, match="strategy_fits"):
+        bad.fitted_cost_model(2)
