@@ -17,7 +17,9 @@ calibrates LobRA's cost model on this machine and runs every plan with
 * **measured**: the median wall time of a step (barrier to barrier, the slowest rank, after one
   warm-up step; the plans interleaved step by step so load on the machine hits them alike),
   beside the predicted step time: the planner's own :func:`~sgl.systems.data.lobra.step_time` plus
-  ``α`` per collective of the step (:func:`~sgl.systems.data.lobra_runtime.collectives_per_step`).
+  ``α`` per collective of the step (:func:`~sgl.systems.data.lobra_runtime.collectives_per_step`) plus a
+  per-step constant (optimizer, gradient exchange, dispatch) fitted on separate calibration steps: the
+  homogeneous set executed on them, measured minus modelled.
 
 On ``world = 2`` the only replica sets are two 1-process replicas or one 2-process replica, so
 LobRA's heterogeneity has little room; the runtime, not the ratio, is what 2 processes exercise.
@@ -149,6 +151,12 @@ def _worker(rank: int, world: int, cfg, tasks: int, lora_rank: int, runs: list, 
     return out
 
 
+def _work(pool, rep, planned, lens) -> dict:
+    """LobRA's ``work`` form of one planned step: per (replica kind, copy), its micro-batches' lengths."""
+    keys = [(s, k) for s in sorted(rep) for k in range(rep[s])]
+    return {key: [[int(lens[i]) for i in mb] for mb in mbs] for key, mbs in zip(keys, planned.work)}
+
+
 def measure_lobra(task_lengths: Dict[str, np.ndarray], mix: Dict[str, int], *, steps: int = 4, world: int = 2,
                   max_len: int = 256, cfg: Any = None, lora_rank: int = 8, seed: int = 0,
                   timeout: float = 170.0) -> Dict[str, Any]:
@@ -167,7 +175,7 @@ def measure_lobra(task_lengths: Dict[str, np.ndarray], mix: Dict[str, int], *, s
     pool = cpu_lora_pool(cost, world, 2 * max_len)
     bounds = [max_len // 8, max_len // 4, max_len // 2, max_len]
     lengths, owners, scale = scaled_steps(task_lengths, mix, steps, max_len, seed)
-    calib, _, _ = scaled_steps(task_lengths, mix, 3, max_len, seed + 1)  # the plan never sees the measured steps
+    calib, calib_owners, _ = scaled_steps(task_lengths, mix, 3, max_len, seed + 1)  # never the measured steps
     bucket, _ = bucketize_lengths(np.concatenate(calib), bounds)
     counts = np.bincount(bucket, minlength=len(bounds)) / len(calib)
     lobra = plan_replicas(pool, world, bounds, np.ceil(counts).astype(np.int64)).replicas
@@ -177,17 +185,27 @@ def measure_lobra(task_lengths: Dict[str, np.ndarray], mix: Dict[str, int], *, s
             if sum(pool[s].devices * n for s, n in rep.items()) == world]
     g = torch.Generator().manual_seed(seed)
     seqs = [[torch.randint(0, cfg.vocab_size, (int(n),), generator=g) for n in step] for step in lengths]
+    # the per-step constant the micro-batch fit cannot see (optimizer, gradient exchange, dispatch): the
+    # homogeneous set executed on the calibration steps, measured minus modelled
+    cal_plans = [plan_step(pool, homo, lens, bounds, world=world, repack=True) for lens in calib]
+    cal_seqs = [[torch.randint(0, cfg.vocab_size, (int(n),), generator=g) for n in step] for step in calib]
+    cal_model = [step_time(pool, _work(pool, homo, p, lens)) + cost["alpha"] * collectives_per_step(p, o, lens, tasks,
+                                                                                                    world)
+                 for p, o, lens in zip(cal_plans, calib_owners, calib)]
+    cal_meas = comm.spawn(_worker, world, cfg, tasks, lora_rank,
+                          [("calibration", [(p, s, o.tolist()) for p, s, o in zip(cal_plans, cal_seqs, calib_owners)])],
+                          seed, timeout=timeout)
+    cal_ms = [max(r["calibration"][k] for r in cal_meas) for k in range(len(calib))]
+    cost["step_ms"] = max(0.0, float(np.median([m - p for m, p in zip(cal_ms, cal_model)])))
     runs, info = [], {}
     for rep in sets:
         label = " + ".join(f"{n}x {pool[s].label}" for s, n in sorted(rep.items()))
         planned = [plan_step(pool, rep, lens, bounds, world=world, repack=True) for lens in lengths]
-        work = [{(s, k): [[int(lens[i]) for i in mb] for mb in mbs]
-                 for (s, k), mbs in zip([(s, k) for s in sorted(rep) for k in range(rep[s])], p.work)}
-                for p, lens in zip(planned, lengths)]
+        work = [_work(pool, rep, p, lens) for p, lens in zip(planned, lengths)]
         colls = [collectives_per_step(p, o, lens, tasks, world) for p, o, lens in zip(planned, owners, lengths)]
         info[label] = {"replicas": rep, "lobra": rep == lobra, "homogeneous": rep == homo,
                        "model_ms": float(np.median([step_time(pool, w) for w in work])),
-                       "predicted_ms": float(np.median([step_time(pool, w) + cost["alpha"] * n
+                       "predicted_ms": float(np.median([step_time(pool, w) + cost["alpha"] * n + cost["step_ms"]
                                                         for w, n in zip(work, colls)]))}
         runs.append((label, [(p, s, o.tolist()) for p, s, o in zip(planned, seqs, owners)]))
     measured = comm.spawn(_worker, world, cfg, tasks, lora_rank, runs, seed, timeout=timeout)
