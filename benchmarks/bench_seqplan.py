@@ -118,7 +118,10 @@ def measure_main(args, lengths):
     setup = MeasureSetup(devices=args.processes, steps=args.measure_steps, max_length=args.max_length,
                          budget=args.budget, tokens_per_step=args.tokens_per_step, repeats=args.repeats)
     t0 = time.perf_counter()
-    res = measure_planners(lengths, setup, profile=args.profile)
+    from sgl.systems.seq.profile import MachineProfile
+
+    profile = MachineProfile.load(args.profile) if args.profile else None
+    res = measure_planners(lengths, setup, profile=profile)
     print(f"measured on {setup.devices} gloo processes (1 thread each), TinyLM '{setup.model}', "
           f"{setup.steps} steps of ~{setup.tokens_per_step} tokens, lengths x{setup.scale:.4f} "
           f"(cap {setup.source_max} -> {setup.max_length}), budget {setup.budget} tokens/device; "

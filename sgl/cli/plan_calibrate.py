@@ -55,7 +55,7 @@ def cmd_calibrate(args) -> int:
     world = check_int(args.world_size, "--world-size", 2, error=PlanError)
     timeout = check_real(args.timeout, "--timeout", 0.0, open_low=True, error=PlanError)
     from sgl.systems.parallel.model import get_model_config
-    from sgl.systems.seq.profile import calibrate_machine
+    from sgl.systems.seq.profile_fit import calibrate_machine
 
     cfg = get_model_config(args.model)
     started = time.perf_counter()

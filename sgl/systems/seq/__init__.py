@@ -47,7 +47,8 @@ from sgl.systems.seq.lengths import GlobalBatchSampler, LengthHistogram, check_l
 from sgl.systems.seq.malleus import MalleusModel, MalleusPlan, MalleusPlanner
 from sgl.systems.seq.mesh import DynamicMeshPlanner
 from sgl.systems.seq.plan import GroupWork, StepPlan
-from sgl.systems.seq.profile import LinkFit, MachineProfile, calibrate_machine, predict_step_ms
+from sgl.systems.seq.profile import LinkFit, MachineProfile, predict_step_ms
+from sgl.systems.seq.profile_fit import calibrate_machine
 from sgl.systems.seq.straggler import check_rates, measure_rates, straggler_setting, straggling_rates
 from sgl.systems.seq.switching import SwitchingPlanner, SwitchingResult, switch_pool
 

@@ -265,7 +265,7 @@ def measure_planners(lengths, setup: MeasureSetup = MeasureSetup(), planners: Se
                      timeout: float = 900.0, profile=None) -> MeasureResult:
     """Calibrate, plan, execute and compare (module doc); ``lengths`` is the raw length sample.
 
-    ``profile``: a :class:`~sgl.systems.seq.profile.MachineProfile` (or its file) to plan with
+    ``profile``: a :class:`~sgl.systems.seq.profile.MachineProfile` to plan with
     instead of stage 2's fits (its cost model under the same token budget, its gradient all-reduce
     as the per-step constant; the step here runs no optimiser).
     """
@@ -275,10 +275,7 @@ def measure_planners(lengths, setup: MeasureSetup = MeasureSetup(), planners: Se
 
     batches = scaled_batches(lengths, setup)
     cfg = get_model_config(setup.model)
-    if profile is not None:
-        from sgl.systems.seq.profile import MachineProfile
-
-        profile = profile if isinstance(profile, MachineProfile) else MachineProfile.load(profile)
+    if profile is not None:     # a MachineProfile (MachineProfile.load(path)); duck-typed: profile imports us
         # the executor's own per-strategy fits when the profile has them, else its component model
         model = profile.fitted_cost_model(setup.devices, setup.budget) or BudgetedCostModel(
             profile.seq_cost_model(setup.devices), setup.budget, profile.gradient_sync_ms(setup.devices))

@@ -10,7 +10,8 @@ from sgl.systems.parallel.model import get_model_config
 from sgl.systems.seq import (DynamicMeshPlanner, FlexSPPlanner, HydraulisPlanner, MalleusPlanner, SeqStrategy,
                              SwitchingPlanner, flexsp_cost_model)
 from sgl.systems.seq.calibrate import COMPUTE_PARTS, LINKS, fit_relative
-from sgl.systems.seq.profile import FORMAT_VERSION, MachineProfile, _fit, predict_step_ms
+from sgl.systems.seq.profile import FORMAT_VERSION, MachineProfile, predict_step_ms
+from sgl.systems.seq.profile_fit import _fit
 
 CFG = get_model_config("tiny")
 LENGTHS = [64, 128, 256, 512]
