@@ -20,7 +20,7 @@ from sgl.errors import PlanError
 
 __all__ = ["register_plan", "cmd_run"]
 
-_ARCHS = ("tiny", "hf-llama", "hf-mixtral")   # sgl.systems.runtime.models.ARCHS (kept torch-free here)
+_ARCHS = ("tiny", "hf-llama", "hf-mixtral", "hf-qwen2-moe")   # sgl.systems.runtime.models.ARCHS (kept torch-free here)
 
 
 def register_plan(sub: Any) -> None:

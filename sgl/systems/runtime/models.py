@@ -38,9 +38,10 @@ from sgl.errors import ConfigError, PlanError
 from sgl.systems.parallel.model import TransformerConfig
 from sgl.systems.runtime.tiny_lm import TinyLM
 
-__all__ = ["ARCHS", "Decoder", "build_model", "decoder_of", "hf_llama_config", "hf_mixtral_config", "set_checkpoint"]
+__all__ = ["ARCHS", "Decoder", "build_model", "decoder_of", "hf_llama_config", "hf_mixtral_config", "hf_qwen2_moe_config",
+           "set_checkpoint"]
 
-ARCHS = ("tiny", "hf-llama", "hf-mixtral")
+ARCHS = ("tiny", "hf-llama", "hf-mixtral", "hf-qwen2-moe")
 #: experts of the ``hf-mixtral`` arch (top-2 routing, converted to SGL's MoELayer)
 MIXTRAL_EXPERTS = 4
 
@@ -68,6 +69,20 @@ def hf_mixtral_config(mc: TransformerConfig):
                          attn_implementation="sdpa", use_cache=False)
 
 
+def hf_qwen2_moe_config(mc: TransformerConfig):
+    """A ``transformers`` ``Qwen2MoeConfig`` with ``mc``'s shapes: :data:`MIXTRAL_EXPERTS` routed experts
+    (top-2) and Qwen2-MoE's gated shared expert, every layer sparse."""
+    from transformers import Qwen2MoeConfig
+
+    return Qwen2MoeConfig(hidden_size=mc.hidden_size, intermediate_size=mc.ffn_hidden_size,
+                          moe_intermediate_size=mc.ffn_hidden_size, shared_expert_intermediate_size=mc.ffn_hidden_size,
+                          num_hidden_layers=mc.num_layers, num_attention_heads=mc.num_heads,
+                          num_key_value_heads=mc.num_heads, vocab_size=mc.vocab_size,
+                          max_position_embeddings=mc.seq_length, tie_word_embeddings=False,
+                          num_experts=MIXTRAL_EXPERTS, num_experts_per_tok=2, decoder_sparse_step=1,
+                          attn_implementation="sdpa", use_cache=False)
+
+
 def build_model(cfg) -> nn.Module:
     """The seeded initial model of ``cfg`` (an :class:`ExecConfig`), identical on every rank."""
     if cfg.arch not in ARCHS:
@@ -76,12 +91,14 @@ def build_model(cfg) -> nn.Module:
     torch.manual_seed(cfg.seed)
     if cfg.arch == "tiny":
         return TinyLM(mc)
-    if cfg.arch == "hf-mixtral":
-        from transformers import MixtralForCausalLM
+    if cfg.arch in ("hf-mixtral", "hf-qwen2-moe"):
+        from transformers import MixtralForCausalLM, Qwen2MoeForCausalLM
 
         from sgl.systems.moe import convert
 
-        model = convert(MixtralForCausalLM(hf_mixtral_config(mc)))   # experts as SGL's MoELayer
+        cls, config = ((MixtralForCausalLM, hf_mixtral_config(mc)) if cfg.arch == "hf-mixtral"
+                       else (Qwen2MoeForCausalLM, hf_qwen2_moe_config(mc)))
+        model = convert(cls(config))   # experts as SGL's MoELayer
     else:
         from transformers import LlamaForCausalLM
 

@@ -1,4 +1,5 @@
-"""The executor on a Hugging Face Mixtral (``arch="hf-mixtral"``), experts converted to SGL's MoELayer.
+"""The executor on Hugging Face Mixtral and Qwen2-MoE (``arch="hf-mixtral"`` / ``"hf-qwen2-moe"``), experts
+converted to SGL's MoELayer.
 
 DDP, FSDP2 ZeRO-3, a 1F1B pipeline and TP (attention by the model's plan, experts replicated) on 2
 gloo processes give the 1-process losses (routing is per token, so the split of the batch over
@@ -28,14 +29,16 @@ def test_hf_mixtral_builds_converted_and_seeded():
     assert all((p == q).all() for p, q in zip(a.parameters(), b.parameters()))
 
 
-def test_two_process_plans_on_hf_mixtral_match_single_process_loss():
-    reference = train_reference(CFG)
+@pytest.mark.parametrize("arch", ["hf-mixtral", "hf-qwen2-moe"])
+def test_two_process_plans_on_hf_moe_models_match_single_process_loss(arch):
+    cfg = dataclasses.replace(CFG, arch=arch)
+    reference = train_reference(cfg)
     assert max(reference) - min(reference) > 0.005
-    named = {"ddp": (make_plan("dp", 2, CFG), CFG),
-             "zero3": (make_plan("sdp", 2, CFG), CFG),
-             "pp-1f1b": (make_plan("pp", 2, CFG), dataclasses.replace(CFG, schedule="1f1b")),
+    named = {"ddp": (make_plan("dp", 2, cfg), cfg),
+             "zero3": (make_plan("sdp", 2, cfg), cfg),
+             "pp-1f1b": (make_plan("pp", 2, cfg), dataclasses.replace(cfg, schedule="1f1b")),
              # attention by the model's TP plan; the converted experts are replicated over the TP group
-             "tp": (Plan(1, 2, 1, [4], 2, 8, [Strategy(1, 2, 1)] * 4), CFG)}
+             "tp": (Plan(1, 2, 1, [4], 2, 8, [Strategy(1, 2, 1)] * 4), cfg)}
     results = run_plans([p for p, _ in named.values()], [c for _, c in named.values()], timeout=240,
                         start_method="fork")
     for name, reports in zip(named, results):
