@@ -75,6 +75,17 @@ def agree_split(local: SplitInfo | None, meter: CommMeter) -> SplitInfo | None:
     return SplitInfo(int(best[1]), int(best[2]), *(float(v) for v in best[[0, 3, 4, 5, 6]]))
 
 
+def _sharded_best_split(hist, mine: np.ndarray, meter: CommMeter, config) -> SplitInfo | None:
+    """The best split over every worker's feature shard: this worker's best on ``hist`` (its features
+    ``mine``), renumbered to the global feature, then agreed over the workers (:func:`agree_split`)."""
+    local = find_best_split(hist[:, :, 0], hist[:, :, 1], reg_lambda=config.reg_lambda,
+                            min_child_weight=config.min_child_weight, min_split_gain=config.min_split_gain)
+    if local is not None:
+        local = SplitInfo(int(mine[local.feature]), *[getattr(local, k) for k in (
+            "bin", "gain", "left_grad", "left_hess", "right_grad", "right_hess")])
+    return agree_split(local, meter)
+
+
 class _Horizontal:
     """Mix-in: rows are split over workers; sums and histograms are reduced."""
 
@@ -118,13 +129,7 @@ class HorizontalColumnLayout(_Horizontal, ColumnLayout):
         return out
 
     def best_split(self, hist, totals, config):
-        local = find_best_split(hist[:, :, 0], hist[:, :, 1], reg_lambda=config.reg_lambda,
-                                min_child_weight=config.min_child_weight,
-                                min_split_gain=config.min_split_gain)
-        if local is not None:
-            local = SplitInfo(int(self.mine[local.feature]), *[getattr(local, k) for k in (
-                "bin", "gain", "left_grad", "left_hess", "right_grad", "right_hess")])
-        return agree_split(local, self.meter)
+        return _sharded_best_split(hist, self.mine, self.meter, config)
 
 
 class _Vertical:
@@ -138,13 +143,7 @@ class _Vertical:
         return np.asarray(x, dtype=np.float64)
 
     def best_split(self, hist, totals, config):
-        local = find_best_split(hist[:, :, 0], hist[:, :, 1], reg_lambda=config.reg_lambda,
-                                min_child_weight=config.min_child_weight,
-                                min_split_gain=config.min_split_gain)
-        if local is not None:
-            local = SplitInfo(int(self.mine[local.feature]), *[getattr(local, k) for k in (
-                "bin", "gain", "left_grad", "left_hess", "right_grad", "right_hess")])
-        return agree_split(local, self.meter)
+        return _sharded_best_split(hist, self.mine, self.meter, config)
 
     def partition(self, rows, split):
         owner = int(self.owner_of[split.feature])

@@ -50,6 +50,7 @@ from sgl import comm
 from sgl.errors import PlanError
 from sgl.systems.seq.exec_plan import ExecPlan, as_exec_plan
 from sgl.systems.seq.plan import StepPlan
+from sgl.systems.seq.sp_block import packed_block
 from sgl.systems.seq.doc_attention import document_attention, document_ring_attention, document_ulysses_attention
 from sgl.systems.seq.varlen import cu_seqlens, shard_bounds
 
@@ -58,21 +59,12 @@ __all__ = ["StepResult", "VarlenStepExecutor", "single_process_step", "packed_lo
 
 def varlen_lm(model, tokens: torch.Tensor, cu: torch.Tensor, strategy: str = "local", group=None) -> torch.Tensor:
     """TinyLM logits ``[T_r, vocab]`` of this rank's packed shard; ``strategy`` is local, ulysses or ring."""
+    attend = {"local": lambda q, k, v: document_attention(q, k, v, cu),
+              "ulysses": lambda q, k, v: document_ulysses_attention(q, k, v, cu, group),
+              "ring": lambda q, k, v: document_ring_attention(q, k, v, cu, group)}[strategy]
     x = model.embed(tokens)
-    t = x.shape[0]
     for block in model.blocks:
-        y = block.ln1(x)
-        q, k, v = (lin(y).view(t, -1, block.head_dim) for lin in (block.q, block.k, block.v))
-        if strategy == "local":
-            a = document_attention(q, k, v, cu)
-        elif strategy == "ulysses":
-            a = document_ulysses_attention(q, k, v, cu, group)
-        else:
-            a = document_ring_attention(q, k, v, cu, group)
-        x = x + block.o(a.reshape(t, -1))
-        y = block.ln2(x)
-        hidden = F.silu(block.w1(y)) * block.w3(y) if block.w3 is not None else F.gelu(block.w1(y))
-        x = x + block.w2(hidden)
+        x = packed_block(block, x, attend)
     return model.head(model.norm(x))
 
 

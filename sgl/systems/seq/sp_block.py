@@ -30,7 +30,7 @@ from sgl.systems.seq.ring import ring_attention
 from sgl.systems.seq.ulysses import ulysses_attention
 from sgl.systems.seq.varlen import varlen_attention
 
-__all__ = ["sequence_parallel_block", "sequence_parallel_lm"]
+__all__ = ["sequence_parallel_block", "sequence_parallel_lm", "packed_block"]
 
 MODES = ("local", "ulysses", "ring")
 
@@ -43,16 +43,19 @@ def sequence_parallel_block(block, x: torch.Tensor, cu: torch.Tensor, mode: str 
         raise ConfigError("sequence_parallel_block runs dense-MLP blocks; this block has a custom ffn")
     if x.dim() != 2:
         raise ConfigError(f"x must be a packed shard [tokens, hidden], got shape {tuple(x.shape)}")
+    attend = {"local": lambda q, k, v: varlen_attention(q, k, v, cu),
+              "ulysses": lambda q, k, v: ulysses_attention(q, k, v, cu, group),
+              "ring": lambda q, k, v: ring_attention(q, k, v, cu, group)}[mode]
+    return packed_block(block, x, attend)
+
+
+def packed_block(block, x: torch.Tensor, attend) -> torch.Tensor:
+    """A dense-MLP TinyLM block on a packed shard ``x [T, hidden]``; ``attend(q, k, v)`` (each
+    ``[T, heads, head_dim]``) is the attention, whichever way it is split over ranks."""
     t = x.shape[0]
     y = block.ln1(x)
     q, k, v = (lin(y).view(t, -1, block.head_dim) for lin in (block.q, block.k, block.v))
-    if mode == "local":
-        a = varlen_attention(q, k, v, cu)
-    elif mode == "ulysses":
-        a = ulysses_attention(q, k, v, cu, group)
-    else:
-        a = ring_attention(q, k, v, cu, group)
-    x = x + block.o(a.reshape(t, -1))
+    x = x + block.o(attend(q, k, v).reshape(t, -1))
     y = block.ln2(x)
     hidden = F.silu(block.w1(y)) * block.w3(y) if block.w3 is not None else F.gelu(block.w1(y))
     return x + block.w2(hidden)
