@@ -77,8 +77,17 @@ def _seconds(fn: Any, repeat: int) -> float:
     return best
 
 
-def measure_offload_inputs(block: nn.Module, x: torch.Tensor, repeat: int = 3) -> Dict[str, float]:
+def _first(out: Any) -> torch.Tensor:
+    return out[0] if isinstance(out, tuple) else out
+
+
+def measure_offload_inputs(block: nn.Module, x: torch.Tensor, repeat: int = 3,
+                           layer_kwargs: Dict[str, Any] | None = None) -> Dict[str, float]:
     """Measured ``S_fixed``, ``S_others``, ``B`` and ``T_layer`` for ``block`` on input ``x``.
+
+    ``layer_kwargs``: what the block's model passes it besides ``x`` -- for a Hugging Face decoder
+    layer :meth:`Decoder.layer_kwargs <sgl.systems.runtime.models.Decoder.layer_kwargs>` (the rotary
+    ``position_embeddings``); ``None`` for a TinyLM block.
 
     Swap bytes are read from :class:`~sgl.systems.memory.TokenOffloadBlock`'s host store at
     ``alpha = 0`` and ``1``; ``B`` is the device-to-host copy rate (pinned on a GPU, a memcpy on
@@ -86,11 +95,12 @@ def measure_offload_inputs(block: nn.Module, x: torch.Tensor, repeat: int = 3) -
     """
     from sgl.systems.memory.offload import TokenOffloadBlock
 
+    kwargs = dict(layer_kwargs or {})
     host = {}
     for alpha in (0.0, 1.0):
         wrapped = TokenOffloadBlock(block, alpha)
         xi = x.detach().requires_grad_(True)
-        wrapped(xi).sum()
+        wrapped(xi, **kwargs).sum()
         host[alpha] = wrapped.store.peak
     s_fixed, s_others = float(host[0.0]), float(host[1.0] - host[0.0])
     nbytes = max(int(s_others), 32 << 20)  # large enough to leave the caches: a memory-bandwidth figure
@@ -106,7 +116,7 @@ def measure_offload_inputs(block: nn.Module, x: torch.Tensor, repeat: int = 3) -
 
     def layer() -> None:
         xi = x.detach().requires_grad_(True)
-        block(xi).sum().backward()
+        _first(block(xi, **kwargs)).sum().backward()
         if x.device.type == "cuda":
             torch.cuda.synchronize()
 

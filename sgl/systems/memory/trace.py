@@ -221,10 +221,16 @@ def record_lm_trace(model: torch.nn.Module, tokens: torch.Tensor, loss_fn: Calla
                     optimizer: Optional[torch.optim.Optimizer] = None) -> AllocTrace:
     """The trace of one training step (forward, backward, optimiser step) of a block-stacked LM.
 
-    ``model.blocks`` (a ModuleList) gets hooks that label mallocs ``fwd:i`` / ``bwd:i`` and mark
-    each layer's forward and backward span.
+    The decoder layers (``model.blocks`` of a TinyLM, ``model.model.layers`` of a Hugging Face
+    causal LM) get hooks that label mallocs ``fwd:i`` / ``bwd:i`` and mark each layer's forward and
+    backward span; ``loss_fn`` gets the logits (a Hugging Face output's ``.logits``) and ``tokens``.
     """
-    blocks = list(getattr(model, "blocks", []))
+    from sgl.systems.memory.block_parts import blocks_of
+
+    try:
+        blocks = list(blocks_of(model))
+    except ConfigError as exc:
+        raise ConfigError(f"record_lm_trace: {exc}") from None
     if not blocks:
         raise ConfigError("record_lm_trace: the model needs a `blocks` ModuleList of Transformer layers")
 
@@ -242,7 +248,8 @@ def record_lm_trace(model: torch.nn.Module, tokens: torch.Tensor, loss_fn: Calla
                         block.register_full_backward_pre_hook(mark(f"bwd:{i}", "begin")),
                         block.register_full_backward_hook(mark(f"bwd:{i}", "end"))]
         try:
-            loss = loss_fn(model(tokens), tokens)
+            out = model(tokens)
+            loss = loss_fn(out.logits if hasattr(out, "logits") else out, tokens)
             loss.backward()
             if optimizer is not None:
                 optimizer.step()
