@@ -54,6 +54,7 @@ ALLOWED: Dict[Tuple[str, str], str] = {
     ("sgl/analytics/vend/adjacency.py", "as_edge_array"): "VEND codes are numba/numpy host code",
     ("sgl/analytics/vend/adjacency.py", "graph_csr"): "VEND codes are numba/numpy host code",
     ("sgl/analytics/motifs/distributed.py", "_as_edges"): "motif counting is numba host code: edges as numpy",
+    ("sgl/federated/_projpert_numba.py", "projpert_iso_host"): _NUMBA,
     ("sgl/models/dropout.py", "_Dropout"): _NUMBA,
     ("sgl/models/dropout.py", "_seeds"): "seeds come from torch's default (CPU) generator, as numpy for numba",
     ("sgl/models/hetero/_packed_kernels.py", "_SubsetMix"): _NUMBA,

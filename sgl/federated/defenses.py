@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 from sgl.errors import ConfigError
+from sgl.federated._projpert_numba import host_kernel_applies, projpert_iso_host
 
 __all__ = ["DEFENSES", "perturb", "max_norm", "marvell", "projpert", "projpert_targets", "diagonal_sumkl",
            "pair_sumkl", "marvell_solve"]
@@ -155,17 +156,27 @@ def projpert(g: torch.Tensor, y: torch.Tensor, bound: float, mode: str = "iso",
 
     ``noise``: a standard normal of ``g.flatten(1)``'s shape drawn beforehand (e.g. by
     :class:`~sgl.federated.noise.NoiseAhead`); otherwise it is drawn here from ``generator``.
+    ``iso`` on CPU tensors runs as one numba kernel (:mod:`sgl.federated._projpert_numba`), the
+    same perturbation up to float rounding; other devices (and ``opt``) run torch ops.
     """
     pos = y.reshape(-1) > 0.5
     if pos.all() or not pos.any():  # one class only: nothing to separate (FDL would give NaN moments)
         return g
     flat = g.flatten(1)
-    _, mu1, mu0, s1, s0 = _moments(flat, y)
+    z = _noise(noise, flat, generator)
+    if mode == "iso" and host_kernel_applies(flat, z, pos):  # one numba call instead of ~30 small torch ops
+        return projpert_iso_host(flat, pos, z, float(bound) / flat.shape[1]).view_as(g)
+    return _projpert_torch(flat, pos, z, bound, mode).view_as(g)
+
+
+def _projpert_torch(flat: torch.Tensor, pos: torch.Tensor, z: torch.Tensor, bound: float, mode: str) -> torch.Tensor:
+    """ProjPert of ``flat [B, d]`` (both classes present) with noise ``z`` in torch ops, any device."""
+    _, mu1, mu0, s1, s0 = _moments(flat, pos)
     t1, t0 = projpert_targets(s1, s0, mu1 - mu0, float(bound) / flat.shape[1], mode)
     std1, std0 = (t1 ** 2 - s1 ** 2).clamp_min(0).sqrt(), (t0 ** 2 - s0 ** 2).clamp_min(0).sqrt()
     std1, std0 = std1.to(flat.dtype), std0.to(flat.dtype)
     scale = torch.addr(std0.expand_as(flat), pos.to(flat.dtype), std1 - std0)  # each row: its class's stds
-    return torch.addcmul(flat, _noise(noise, flat, generator), scale).view_as(g)
+    return torch.addcmul(flat, z, scale)
 
 
 def _marvell_sumkl(lam: np.ndarray, u: float, v: float, delta2: float, d: int) -> float:

@@ -5,7 +5,9 @@ on a small model that draw is a large part of the defense's cost (about half of 
 The noise does not depend on the gradients, so the active party can draw the next batch's while
 it waits for the passive parties' activations: :class:`NoiseAhead` keeps one draw in flight on a
 single worker thread (torch releases the GIL inside the op) with its own seeded generator, so the
-sequence of draws is deterministic and never races the party's other generators.
+sequence of draws is deterministic and never races the party's other generators. On the CPU it
+also loads ProjPert's numba kernel when it is built (once per process, about a second even from
+numba's disk cache), so that cost lands in the party's setup and no batch pays it.
 
 >>> import torch
 >>> ahead = NoiseAhead(seed=0)
@@ -23,6 +25,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Optional, Tuple
 
 import torch
+
+from sgl.federated._projpert_numba import load_host_kernel
 
 __all__ = ["NoiseAhead"]
 
@@ -44,6 +48,8 @@ class NoiseAhead:
         self._pending: Optional[Tuple[Tuple[int, ...], Future]] = None
         self.hits = 0
         self.misses = 0
+        if self.device.type == "cpu":
+            load_host_kernel(dtype)
 
     def _draw(self, shape: Tuple[int, ...]) -> torch.Tensor:
         return torch.randn(shape, generator=self.generator, device=self.device, dtype=self.dtype)
