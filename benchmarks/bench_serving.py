@@ -130,19 +130,23 @@ def lora_section(args, spec, out):
           f"{m['per_task_quantized'] / 1e6:.3f} MB ({m['per_task_quantized'] / m['shared_quantized']:.1f}x); "
           f"fp16 base {m['float16_base'] / 1e6:.3f} MB")
     pk = res["packed_int4"]
-    print(f"packed int4 base (Int4Linear: 2 codes per byte, fp16 scales, int4 zeros per group of {pk['group_size']}; "
-          f"measured from the buffers' storages): {pk['bytes'] / 1e6:.4f} MB vs bf16 {pk['bf16_bytes'] / 1e6:.4f} MB "
-          f"-> {pk['bf16_bytes'] / pk['bytes']:.2f}x smaller; logits equal to the dequantized base: "
-          f"{pk['logits_equal']}; KL(float || packed): "
-          + ", ".join(f"{t} {v:.3e}" for t, v in pk["kl_vs_float"].items())
-          + "; KL(float || dequantized shared GPTQ): "
-          + ", ".join(f"{t} {v:.3e}" for t, v in res["kl_vs_float"]["shared_gptq"].items()))
-    for g, r in pk.get("other_groups", {}).items():
-        print(f"  group {g}: {r['bf16_bytes'] / r['bytes']:.2f}x smaller, KL(float || packed) "
-              + ", ".join(f"{t} {v:.3e}" for t, v in r["kl_vs_float"].items()))
+    layout = {"fp16": "fp16 scale + int4 zero", "log12": "uint16 (12-bit log scale code + int4 zero), 2 fp32 per layer"}
+    print(f"packed int4 base (Int4Linear: 2 codes per byte; per group of {pk['group_size']}: the format's scale "
+          f"and zero; bytes measured from the buffers' storages); KL(float || packed) on held-out blocks:")
+    for fmt, r in pk["formats"].items():
+        print(f"  {fmt:>5} [{layout[fmt]}]: {r['bytes'] / 1e6:.4f} MB vs bf16 {r['bf16_bytes'] / 1e6:.4f} MB "
+              f"-> {r['bf16_bytes'] / r['bytes']:.3f}x smaller; logits equal to the dequantized base: "
+              f"{r['logits_equal']}; KL " + ", ".join(f"{t} {v:.4e}" for t, v in r["kl_vs_float"].items()))
+    f16, l12 = pk["formats"]["fp16"], pk["formats"]["log12"]
+    print(f"  log12 / fp16: bytes ratio {(f16['bytes'] / l12['bytes']):.3f}x smaller, KL ratio "
+          + ", ".join(f"{t} {l12['kl_vs_float'][t] / f16['kl_vs_float'][t]:.3f}" for t in l12["kl_vs_float"]))
+    for g, rs in pk.get("other_groups", {}).items():
+        print(f"  group {g}: " + "; ".join(
+            f"{fmt} {r['bf16_bytes'] / r['bytes']:.3f}x smaller, KL "
+            + ", ".join(f"{t} {v:.4e}" for t, v in r["kl_vs_float"].items()) for fmt, r in rs.items()))
     kl = res["kl_vs_float"]
     print("mean per-token KL(float || quantized) on held-out blocks: " + "; ".join(
-        f"{k}: " + ", ".join(f"{t} {v:.4f}" for t, v in d.items()) for k, d in kl.items()))
+        f"{k}: " + ", ".join(f"{t} {v:.3e}" for t, v in d.items()) for k, d in kl.items()))
     s = res["scheduler"]
     print(f"scheduler costs measured here: {json.dumps({k: round(v, 6) for k, v in s['costs'].items()})}; "
           f"mixed-adapter batch: {json.dumps({k: round(v, 6) for k, v in s['mixed_costs'].items()})}")

@@ -11,7 +11,8 @@ task only: the ``H_t`` of the old tasks are kept, the sum is updated and every l
 re-quantized from the float weights (:meth:`MultiTaskQuantizer.add_task` + :meth:`quantize`).
 Embeddings and the output head stay in floating point. :meth:`MultiTaskQuantizer.packed_model`
 returns the served form: every base linear replaced by an :class:`~.int4.Int4Linear` (packed
-int4 codes, fp16 group scales, int4 zeros), with no float copy of the quantized weights.
+int4 codes and, per group, a 12-bit log scale code and an int4 zero in one uint16 -- or fp16
+scales with ``scale_format="fp16"``), with no float copy of the quantized weights.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from sgl._checks import check_choice, check_int
 from sgl.errors import ConfigError
 from sgl.systems.serving.lora.gptq import gptq, gptq_codes, quantized_bytes, rtn
 from sgl.systems.serving.lora.int4 import Int4Linear
+from sgl.systems.serving.lora.scales import check_scale_format
 
 __all__ = ["MultiTaskQuantizer", "quantizable_linears"]
 
@@ -44,13 +46,19 @@ class MultiTaskQuantizer:
     Args:
         model: a ``transformers`` model or a ``peft.PeftModel`` with one adapter per task.
         bits, group_size: the GPTQ grid (``group_size`` must divide each layer's input width).
+        scale_format: how group scales are stored (:mod:`~.scales`): ``"log12"`` (12-bit log codes,
+            ``bits <= 4``) or ``"fp16"``; :meth:`quantize`, :meth:`packed_model` and
+            :meth:`memory_bytes` use it unless told otherwise.
     """
 
-    def __init__(self, model: torch.nn.Module, bits: int = 4, group_size: int = 32, damp: float = 0.01):
+    def __init__(self, model: torch.nn.Module, bits: int = 4, group_size: int = 32, damp: float = 0.01,
+                 scale_format: str = "log12"):
         self.model = model
         self.bits = check_int(bits, "bits", 2, 8)
         self.group_size = check_int(group_size, "group_size", minimum=1)
         self.damp = damp
+        self.scale_format = check_scale_format(scale_format)
+        self._format(None)
         self.layers = quantizable_linears(model)
         for name, lin in self.layers.items():
             if lin.in_features % self.group_size:
@@ -108,35 +116,48 @@ class MultiTaskQuantizer:
             check_choice(t, "task", list(self.hessians))
         return {n: sum(self.hessians[t][n] for t in tasks) / len(tasks) for n in self.layers}
 
+    def _format(self, scale_format: Optional[str]) -> str:
+        fmt = self.scale_format if scale_format is None else check_scale_format(scale_format)
+        if fmt == "log12" and self.bits > 4:
+            raise ConfigError(f"scale_format='log12' packs a {self.bits}-bit zero with the 12-bit scale code "
+                              f"in 16 bits: bits must be <= 4; use scale_format='fp16'")
+        return fmt
+
     @torch.no_grad()
-    def quantize(self, tasks: Optional[Sequence[str]] = None, method: str = "gptq") -> None:
+    def quantize(self, tasks: Optional[Sequence[str]] = None, method: str = "gptq",
+                 scale_format: Optional[str] = None) -> None:
         """Replace every base weight by its quantized value (``gptq`` with the tasks' Hessian, or ``rtn``)."""
         method = check_choice(method, "method", ("gptq", "rtn"))
+        fmt = self._format(scale_format)
         hs = self.hessian(tasks) if method == "gptq" else None
         for n, m in self.layers.items():
             w = self.float_weights[n]
-            q = (gptq(w, hs[n], self.bits, self.group_size, damp=self.damp) if method == "gptq"
-                 else rtn(w, self.bits, self.group_size))
+            q = (gptq(w, hs[n], self.bits, self.group_size, damp=self.damp, scale_format=fmt) if method == "gptq"
+                 else rtn(w, self.bits, self.group_size, scale_format=fmt))
             m.weight.copy_(q)
 
     @torch.no_grad()
-    def packed_model(self, tasks: Optional[Sequence[str]] = None) -> torch.nn.Module:
+    def packed_model(self, tasks: Optional[Sequence[str]] = None, scale_format: Optional[str] = None
+                     ) -> torch.nn.Module:
         """A copy of the model whose base linears are :class:`~.int4.Int4Linear` (4-bit GPTQ with the tasks' Hessian).
 
-        Its forward equals the model's after :meth:`quantize` with the same tasks (the packed
-        weights decode to the dequantized GPTQ weights exactly). The original model is untouched.
+        Its forward equals the model's after :meth:`quantize` with the same tasks and scale format
+        (the packed weights decode to the dequantized GPTQ weights exactly). The original model is
+        untouched. ``scale_format`` defaults to the quantizer's.
         """
         if self.bits != 4:
             raise ConfigError(f"packed_model stores int4 codes: bits must be 4, got {self.bits}")
+        fmt = self._format(scale_format)
         hs = self.hessian(tasks)
         model = copy.deepcopy(self.model)      # the base linears' weights are replaced below, never kept
         for name in self.layers:
             parent_name, _, attr = name.rpartition(".")
             parent = model.get_submodule(parent_name) if parent_name else model
             lin = getattr(parent, attr)
-            _, codes, scales, zeros = gptq_codes(self.float_weights[name], hs[name], 4, self.group_size,
-                                                 damp=self.damp)
-            setattr(parent, attr, Int4Linear.from_codes(codes, scales, zeros, self.group_size, lin.bias))
+            r = gptq_codes(self.float_weights[name], hs[name], 4, self.group_size, damp=self.damp, scale_format=fmt)
+            setattr(parent, attr, Int4Linear.from_codes(r.codes, r.scales, r.zeros, self.group_size, lin.bias,
+                                                        scale_format=fmt, scale_base=r.scale_base,
+                                                        scale_step=r.scale_step))
         return model
 
     @torch.no_grad()
@@ -145,13 +166,14 @@ class MultiTaskQuantizer:
         for n, m in self.layers.items():
             m.weight.copy_(self.float_weights[n])
 
-    def memory_bytes(self) -> Tuple[int, int]:
+    def memory_bytes(self, scale_format: Optional[str] = None) -> Tuple[int, int]:
         """``(quantized, float)`` bytes of the base model (float = the fp16 copy of the same weights)."""
+        fmt = self._format(scale_format)
         quant = fp16 = 0
         seen = {id(m.weight) for m in self.layers.values()}
         for n, m in self.layers.items():
             rows, cols = m.weight.shape
-            quant += quantized_bytes(m.weight.numel(), rows, cols, self.bits, self.group_size)
+            quant += quantized_bytes(m.weight.numel(), rows, cols, self.bits, self.group_size, fmt)
             fp16 += 2 * m.weight.numel()
         rest = sum(2 * p.numel() for name, p in self.model.named_parameters()
                    if id(p) not in seen and "lora_" not in name)

@@ -4,10 +4,11 @@ Base: the tiny WikiText-2 Llama (cached). Tasks: WikiText-2 valid text, SST-2 po
 SST-2 negative sentences, each with its own LoRA adapter. Reports, per task, next-token accuracy
 on held-out blocks with the float base, the shared multi-task GPTQ base, a GPTQ base calibrated
 on that task only (one base per task, the memory baseline) and round-to-nearest; the memory of
-one shared base vs one per task; and the scheduler (FCFS vs LoRA-Inlaid) on requests whose
-output lengths are real text-unit lengths of each task, with step, prefill and adapter-switch
-(merge + unmerge) costs measured on this CPU; plus mixed-adapter batches (gathered LoRA, no
-switches) with their own measured step costs.
+one shared base vs one per task; the packed int4 base in both scale formats (``log12``, ``fp16``):
+bytes from its buffers' storages vs bf16 and KL to the float model; and the scheduler (FCFS vs
+LoRA-Inlaid) on requests whose output lengths are real text-unit lengths of each task, with step,
+prefill and adapter-switch (merge + unmerge) costs measured on this CPU; plus mixed-adapter
+batches (gathered LoRA, no switches) with their own measured step costs.
 """
 from __future__ import annotations
 
@@ -97,22 +98,26 @@ def _step_costs(model, tok_len: int, rows=None, repeats: int = 5) -> Dict[str, f
 
 @torch.no_grad()
 def _packed(q: MultiTaskQuantizer, model, held, ref) -> Dict[str, Any]:
-    """The int4-packed base (4-bit only): bytes from its buffers vs bf16, KL, equality with the dequantized base."""
+    """The int4-packed base (4-bit only) per scale format: bytes from its buffers vs bf16, KL, equality
+    with the dequantized base of the same format. Leaves ``model`` quantized in ``q``'s own format."""
     from sgl.systems.serving.lora.int4 import Int4Linear
+    from sgl.systems.serving.lora.scales import SCALE_FORMATS
 
     if q.bits != 4:
         return {}
 
-    def one(group_size: int, compare: bool) -> Dict[str, Any]:
+    def one(group_size: int, fmt: str, compare: bool) -> Dict[str, Any]:
         keep, q.group_size = q.group_size, group_size
         try:
-            packed = q.packed_model()
+            packed = q.packed_model(scale_format=fmt)
         finally:
             q.group_size = keep
         lins = [m for m in packed.modules() if isinstance(m, Int4Linear)]
-        res = {"group_size": group_size, "bytes": sum(m.nbytes() for m in lins),
+        res = {"group_size": group_size, "scale_format": fmt, "bytes": sum(m.nbytes() for m in lins),
                "bf16_bytes": sum(2 * m.in_features * m.out_features for m in lins), "kl_vs_float": {}}
         equal = True
+        if compare:
+            q.quantize(scale_format=fmt)
         for t in held:
             packed.set_adapter(t)
             logits = packed(input_ids=held[t]).logits.float()
@@ -126,9 +131,11 @@ def _packed(q: MultiTaskQuantizer, model, held, ref) -> Dict[str, Any]:
             res["logits_equal"] = equal
         return res
 
-    out = one(q.group_size, True)
-    out["other_groups"] = {g: one(g, False) for g in (64, 128) if g != q.group_size
-                           and all(m.in_features % g == 0 for m in q.layers.values())}
+    out = {"group_size": q.group_size, "default_format": q.scale_format,
+           "formats": {fmt: one(q.group_size, fmt, True) for fmt in SCALE_FORMATS}}
+    q.quantize()
+    out["other_groups"] = {g: {fmt: one(g, fmt, False) for fmt in SCALE_FORMATS} for g in (64, 128)
+                           if g != q.group_size and all(m.in_features % g == 0 for m in q.layers.values())}
     return out
 
 
