@@ -218,12 +218,14 @@ def test_hacore_coreset_trains_close_to_the_full_model():
     blocks, y = _toy(400)
     x = np.concatenate(blocks, axis=1)
     tr, te = np.arange(300), np.arange(300, 400)
-    core = hacore_coreset([b[tr] for b in blocks], y[tr], size=60, bits=64)
     base = raw_kmedoids_coreset([b[tr] for b in blocks], y[tr], size=60)
-    assert len(core.ids) == 60 and core.weights.sum() == 300 and len(np.unique(core.ids)) == 60
     full = weighted_accuracy(x[tr], y[tr], x[te], y[te])
-    cored = weighted_accuracy(x[tr][core.ids], y[tr][core.ids], x[te], y[te], core.weights)
-    assert cored >= full - 0.05 and base.seconds > 0
+    cored = []
+    for seed in range(4):  # 100 test rows: one seed's coreset swings by several points, so average four
+        core = hacore_coreset([b[tr] for b in blocks], y[tr], size=60, bits=64, seed=seed)
+        assert len(core.ids) == 60 and core.weights.sum() == 300 and len(np.unique(core.ids)) == 60
+        cored.append(weighted_accuracy(x[tr][core.ids], y[tr][core.ids], x[te], y[te], core.weights))
+    assert np.mean(cored) >= full - 0.05 and base.seconds > 0
     med, _ = raw_kmedoids(x, 3, iters=2)
     assert len(set(med.tolist())) == 3
 
