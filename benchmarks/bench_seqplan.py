@@ -17,12 +17,14 @@ the straggler-oblivious plan, with the model-state volume moved when re-planning
 
 ``--measure`` runs the plans instead (:func:`sgl.systems.seq.measure.measure_planners`): the same
 Wikipedia lengths scaled so the longest fits this machine, a per-device token budget that makes
-long sequences need SP, 2 gloo processes (``--processes 4`` where cores allow), TinyLM, the cost
+long sequences need SP, 2 gloo processes (``--processes 4`` where cores allow), Hugging Face
+``LlamaForCausalLM`` (``--arch tiny``: TinyLM with the same shapes), the cost
 model calibrated on this machine by timing the executor, and, per planner, the measured step time
 against the best *measured* static strategy, the modelled ratio beside it, and predicted vs
 measured time of every executed plan with the median relative error:
 
-    SGL_TEST_DATA=../shared/datasets python benchmarks/bench_seqplan.py --measure [--measure-steps 3]
+    SGL_TEST_DATA=../shared/datasets python benchmarks/bench_seqplan.py --measure [--measure-steps 3] \
+        [--arch hf-llama|tiny] [--malleus-layouts ""]
 """
 import argparse
 import os
@@ -116,13 +118,15 @@ def measure_main(args, lengths):
     from sgl.systems.seq.measure import MeasureSetup, measure_planners
 
     setup = MeasureSetup(devices=args.processes, steps=args.measure_steps, max_length=args.max_length,
-                         budget=args.budget, tokens_per_step=args.tokens_per_step, repeats=args.repeats)
+                         budget=args.budget, tokens_per_step=args.tokens_per_step, repeats=args.repeats,
+                         arch=args.arch)
     t0 = time.perf_counter()
     from sgl.systems.seq.profile import MachineProfile
 
     profile = MachineProfile.load(args.profile) if args.profile else None
     res = measure_planners(lengths, setup, profile=profile)
-    print(f"measured on {setup.devices} gloo processes (1 thread each), TinyLM '{setup.model}', "
+    impl = "TinyLM" if setup.arch == "tiny" else "HF LlamaForCausalLM"
+    print(f"measured on {setup.devices} gloo processes (1 thread each), {impl} '{setup.model}', "
           f"{setup.steps} steps of ~{setup.tokens_per_step} tokens, lengths x{setup.scale:.4f} "
           f"(cap {setup.source_max} -> {setup.max_length}), budget {setup.budget} tokens/device; "
           f"steps per batch: {[len(b) for b in res.lengths]}, longest: {[max(b) for b in res.lengths]}; "
@@ -178,6 +182,9 @@ def main():
     ap.add_argument("--max-length", type=int, default=2048, help="--measure: scaled longest sequence")
     ap.add_argument("--budget", type=int, default=1024, help="--measure: tokens per device and micro-batch")
     ap.add_argument("--tokens-per-step", type=int, default=6144, help="--measure: scaled tokens per step")
+    ap.add_argument("--arch", default="hf-llama", choices=("tiny", "hf-llama"),
+                    help="--measure: the executor's model, HF LlamaForCausalLM or TinyLM (same shapes; an HF "
+                    "Llama step measured about as fast as TinyLM's, so it is the default)")
     ap.add_argument("--malleus-layouts", default="dp,pp,tp", help="--measure: Malleus layouts to execute with a "
                     "2x straggler (comma list of dp, pp, tp; empty: none)")
     ap.add_argument("--profile", default=None, help="--measure: plan with this `sgl plan calibrate` profile file "

@@ -58,7 +58,8 @@ _RUNTIME = {"ulysses_attention": "ulysses", "ring_attention": "ring", "cu_seqlen
             "sequence_parallel_lm": "sp_block", "VarlenStepExecutor": "executor", "StepResult": "executor",
             "single_process_step": "executor", "varlen_lm": "executor", "document_attention": "doc_attention",
             "document_ulysses_attention": "doc_attention", "document_ring_attention": "doc_attention",
-            "measure_planners": "measure", "MeasureSetup": "measure", "MeasureResult": "measure"}
+            "measure_planners": "measure", "MeasureSetup": "measure", "MeasureResult": "measure",
+            "VARLEN_ARCHS": "executor", "build_varlen_model": "executor", "hf_varlen_lm": "hf_varlen"}
 
 
 def __getattr__(name: str):

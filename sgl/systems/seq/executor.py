@@ -6,8 +6,10 @@ Hydraulis, the dynamic mesh or per-step switching, or its dict form; see
 
 1. for each phase, the rank's replica (if any) packs each of its micro-batches with
    ``cu_seqlens``, keeps its contiguous shard (:func:`~sgl.systems.seq.varlen.shard_bounds`) and
-   runs the model (:func:`varlen_lm` -- the layers of
-   :func:`~sgl.systems.seq.sp_block.sequence_parallel_lm` with per-document attention from
+   runs the model (:func:`varlen_lm` -- TinyLM's layers as in
+   :func:`~sgl.systems.seq.sp_block.sequence_parallel_lm`, or a Hugging Face ``LlamaForCausalLM``'s own
+   decoder layers with rotary positions counted inside each document
+   (:func:`~sgl.systems.seq.hf_varlen.hf_varlen_lm`), both with per-document attention from
    :mod:`~sgl.systems.seq.doc_attention`, whose cost is ``Σ s_i²`` as with FlashAttention's varlen
    kernel) with the group's strategy (Ulysses all-to-all or ring attention over the replica's
    cached process group; degree 1 runs local attention);
@@ -49,16 +51,52 @@ import torch.nn.functional as F
 from sgl import comm
 from sgl.errors import PlanError
 from sgl.systems.seq.exec_plan import ExecPlan, as_exec_plan
+from sgl.systems.seq.hf_varlen import check_hf_varlen, hf_attend, hf_varlen_lm
 from sgl.systems.seq.plan import StepPlan
 from sgl.systems.seq.sp_block import packed_block
 from sgl.systems.seq.doc_attention import document_attention, document_ring_attention, document_ulysses_attention
 from sgl.systems.seq.varlen import cu_seqlens, shard_bounds
 
-__all__ = ["StepResult", "VarlenStepExecutor", "single_process_step", "packed_loss_sum", "varlen_lm"]
+__all__ = ["VARLEN_ARCHS", "StepResult", "VarlenStepExecutor", "single_process_step", "packed_loss_sum",
+           "varlen_lm", "varlen_arch", "build_varlen_model"]
+
+#: model implementations the executor runs: our TinyLM and Hugging Face ``LlamaForCausalLM``
+VARLEN_ARCHS = ("tiny", "hf-llama")
+
+
+def varlen_arch(model: torch.nn.Module) -> str:
+    """``"tiny"`` for a TinyLM-like model (embed, blocks, norm, head; dense MLP), ``"hf-llama"`` for a
+    Hugging Face Llama causal LM; anything else is a :class:`~sgl.errors.PlanError`."""
+    if hasattr(model, "blocks") and hasattr(model, "embed"):
+        if any(getattr(b, "ffn", None) is not None for b in model.blocks):
+            raise PlanError("the varlen executor runs dense-MLP blocks; this model has a custom ffn (MoE)")
+        return "tiny"
+    check_hf_varlen(model)
+    return "hf-llama"
+
+
+def build_varlen_model(arch: str = "tiny", preset: str = "tiny", seed: int = 0) -> torch.nn.Module:
+    """The seeded model of ``arch`` (:data:`VARLEN_ARCHS`) with the shapes of preset ``preset``
+    (:func:`~sgl.systems.runtime.models.build_model`; identical on every rank, nothing downloaded)."""
+    if arch not in VARLEN_ARCHS:
+        raise PlanError(f"the varlen executor runs arch {list(VARLEN_ARCHS)}, got {arch!r}")
+    from sgl.systems.runtime.config import ExecConfig
+    from sgl.systems.runtime.models import build_model
+
+    return build_model(ExecConfig(model=preset, arch=arch, seed=seed))
+
+
+def _shard_start(cu: torch.Tensor, strategy: str, group) -> int:
+    if strategy == "local":
+        return 0
+    return shard_bounds(int(cu[-1]), comm.get_world_size(group))[comm.get_rank(group)][0]
 
 
 def varlen_lm(model, tokens: torch.Tensor, cu: torch.Tensor, strategy: str = "local", group=None) -> torch.Tensor:
-    """TinyLM logits ``[T_r, vocab]`` of this rank's packed shard; ``strategy`` is local, ulysses or ring."""
+    """Logits ``[T_r, vocab]`` of this rank's packed shard (TinyLM or HF Llama); ``strategy`` is local,
+    ulysses or ring over ``group``."""
+    if not hasattr(model, "blocks"):
+        return hf_varlen_lm(model, tokens, cu, _shard_start(cu, strategy, group), hf_attend(cu, strategy, group))
     attend = {"local": lambda q, k, v: document_attention(q, k, v, cu),
               "ulysses": lambda q, k, v: document_ulysses_attention(q, k, v, cu, group),
               "ring": lambda q, k, v: document_ring_attention(q, k, v, cu, group)}[strategy]
@@ -102,21 +140,25 @@ def _check_sequences(sequences: Sequence[torch.Tensor], ids: List[int]) -> None:
 class VarlenStepExecutor:
     """Executes step plans on the current ``torch.distributed`` world (module doc).
 
-    ``model`` is a :class:`~sgl.systems.runtime.tiny_lm.TinyLM` (dense MLP blocks), the same
-    initial weights on every rank; ``optimizer`` (optional) steps after the gradient all-reduce.
+    ``model`` is a :class:`~sgl.systems.runtime.tiny_lm.TinyLM` (dense MLP blocks) or a Hugging Face
+    ``LlamaForCausalLM`` (GQA as its config has it; :func:`build_varlen_model` builds either), the
+    same initial weights on every rank; ``arch`` (optional, :data:`VARLEN_ARCHS`) asserts which;
+    ``optimizer`` (optional) steps after the gradient all-reduce.
     """
 
-    def __init__(self, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer] = None) -> None:
-        if not hasattr(model, "blocks") or not hasattr(model, "embed"):
-            raise PlanError(f"the varlen executor runs a TinyLM-like model (embed, blocks, norm, head), got "
-                            f"{type(model).__name__}")
-        if any(getattr(b, "ffn", None) is not None for b in model.blocks):
-            raise PlanError("the varlen executor runs dense-MLP blocks; this model has a custom ffn (MoE)")
+    def __init__(self, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer] = None,
+                 arch: Optional[str] = None) -> None:
+        found = varlen_arch(model)
+        if arch is not None and arch != found:
+            raise PlanError(f"arch={arch!r} but the model is {type(model).__name__} ({found!r}); build it with "
+                            f"build_varlen_model({arch!r}) or pass arch={found!r}")
+        self.arch = found
         self.model = model
         self.optimizer = optimizer
         self.world = comm.get_world_size()
         self.rank = comm.get_rank()
-        self.heads = model.blocks[0].q.out_features // model.blocks[0].head_dim
+        self.heads = (model.blocks[0].q.out_features // model.blocks[0].head_dim if found == "tiny"
+                      else int(model.config.num_attention_heads))
         self._groups: Dict[Tuple[int, ...], object] = {}
         for size in range(2, self.world + 1):                  # the same order on every rank
             for start in range(self.world - size + 1):
@@ -223,7 +265,8 @@ def single_process_step(model: torch.nn.Module, sequences: Sequence[torch.Tensor
         seq = sequences[i].to(device=device, dtype=torch.int64)
         if seq.numel() < 2:
             continue
-        logits = model(seq[None])[0]
+        out = model(seq[None])
+        logits = (out.logits if hasattr(out, "logits") else out)[0]
         part = F.cross_entropy(logits[:-1], seq[1:], reduction="sum")
         (part / total).backward()
         loss += float(part.detach())

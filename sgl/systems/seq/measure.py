@@ -16,7 +16,8 @@
    homogeneous plan (FlexSP's packing, as :func:`~sgl.systems.seq.compare.best_static`);
 4. **execution** -- the same processes run every plan of every step ``repeats`` times
    (interleaved, so load from other programs spreads over all of them; the fastest repeat counts)
-   with :class:`~sgl.systems.seq.executor.VarlenStepExecutor` on TinyLM.
+   with :class:`~sgl.systems.seq.executor.VarlenStepExecutor` on ``setup.arch``: TinyLM (``"tiny"``) or
+   Hugging Face ``LlamaForCausalLM`` (``"hf-llama"``) with the shapes of preset ``setup.model``.
 
 The calibration steps are run again among the plans in stage 4 and fitted again (the *same-window*
 re-calibration: on a shared machine the load during stage 2 is not the load during stage 4).  The
@@ -61,12 +62,15 @@ class MeasureSetup:
     tokens_per_step: int = 6144      # scaled tokens per global batch
     model: str = "tiny"
     repeats: int = 2
+    arch: str = "tiny"               # the executor's model: "tiny" (TinyLM) or "hf-llama" (LlamaForCausalLM)
     seed: int = 0
     time_limit: float = 0.2          # MILP seconds per micro-batch
 
     def __post_init__(self) -> None:
         for name in ("devices", "steps", "max_length", "source_max", "budget", "tokens_per_step", "repeats"):
             check_int(getattr(self, name), f"MeasureSetup.{name}", 1, error=PlanError)
+        if self.arch not in ("tiny", "hf-llama"):
+            raise PlanError(f"MeasureSetup.arch must be 'tiny' or 'hf-llama', got {self.arch!r}")
         if self.devices & (self.devices - 1):
             raise PlanError(f"MeasureSetup.devices must be a power of two, got {self.devices}")
         if self.max_length > self.budget * self.devices:
@@ -186,13 +190,11 @@ def _new_executor(setup: MeasureSetup):
     import torch
 
     from sgl.systems.parallel import get_model_config
-    from sgl.systems.runtime.tiny_lm import TinyLM
-    from sgl.systems.seq.executor import VarlenStepExecutor
+    from sgl.systems.seq.executor import VarlenStepExecutor, build_varlen_model
 
     torch.set_num_threads(1)
-    torch.manual_seed(setup.seed)
-    model = TinyLM(get_model_config(setup.model))
-    return VarlenStepExecutor(model), model.cfg.vocab_size
+    model = build_varlen_model(setup.arch, setup.model, setup.seed)
+    return VarlenStepExecutor(model, arch=setup.arch), get_model_config(setup.model).vocab_size
 
 
 def _calibrate_worker(rank: int, world: int, setup: MeasureSetup, candidates):

@@ -48,6 +48,8 @@ def test_scaled_batches_cap_and_scale():
         MeasureSetup(max_length=4096, budget=1024)
     with pytest.raises(PlanError, match="power of two"):
         MeasureSetup(devices=3)
+    with pytest.raises(PlanError, match="arch must be 'tiny' or 'hf-llama'"):
+        MeasureSetup(arch="hf-mixtral")
 
 
 def test_planners_plan_executable_steps_on_the_fitted_model():
@@ -82,12 +84,13 @@ def test_result_ratios_and_median_error():
 
 
 @pytest.mark.skipif(not os.environ.get("SGL_SLOW_TESTS"), reason="spawns 2 processes twice: set SGL_SLOW_TESTS=1")
-def test_measure_planners_end_to_end():
+@pytest.mark.parametrize("arch", ["tiny", "hf-llama"])
+def test_measure_planners_end_to_end(arch):
     root = os.environ.get("SGL_TEST_DATA")
     path = Path(root or "") / "seqlen" / "wikipedia.txt"
     lengths = np.loadtxt(path, dtype=np.int64, max_rows=20000) if root and path.exists() else \
         np.random.default_rng(0).integers(1, 20000, 5000)
-    setup = MeasureSetup(steps=1, repeats=1, max_length=128, budget=64, tokens_per_step=512)
+    setup = MeasureSetup(steps=1, repeats=1, max_length=128, budget=64, tokens_per_step=512, arch=arch)
     res = measure_planners(lengths, setup, timeout=300)
     assert set(res.planners) == {"flexsp", "hydraulis", "mesh", "switch"}
     assert all(m > 0 for r in res.planners.values() for m in r.measured_ms)
