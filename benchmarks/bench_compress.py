@@ -7,6 +7,11 @@
   uniform 8-bit, zlib and SketchML: push bytes and test AUC.
 * ``tinyscript`` -- gradients of the TinyLM on WikiText-2 token windows: relative MSE of
   TinyScript vs uniform (QSGD-style) at 2..8 bits.
+* ``tinyscript-ddp`` -- a TinyLM trained by DDP over 2 processes with each gradient compressor
+  (TinyScript / uniform at 2..5 bits, torch's PowerSGD): final losses and bytes sent.
+* ``tinyscript-tsplit`` -- the same TinyLM trained on one process under TSPLIT (attention kept,
+  MLP split in 4 micro-tensors) with what TSPLIT stores for backward exact or as TinyScript /
+  uniform codes: stored bytes (payload storage against the float32 bytes they replace) and losses.
 * ``kvsagg`` -- WikiText-2 train split over 8 clients: unigram and bigram counts through
   HyperIBLT + pairwise masks, bytes per client vs dense masked aggregation (computed) and plain
   insecure sparse aggregation (int32 key + int32 count per entry), encode/mask/decode times.
@@ -202,6 +207,65 @@ def bench_tinyscript_ddp(root: Path, steps: int) -> None:
         print(f"TinyScript {b}-bit vs uniform {b + 1}-bit held-out loss: {t / u - 1:+.2%} (target within 1%)")
 
 
+def bench_tinyscript_tsplit(root: Path, steps: int) -> None:
+    """TSPLIT's stored activations as codes: bytes against float32, final loss against exact storage."""
+    import torch.nn.functional as F  # noqa: N812
+
+    from sgl.systems.memory import TSplitBlock
+    from sgl.systems.runtime.tiny_lm import TinyLM, TransformerConfig
+
+    words = (root / "wikitext2" / "train.txt").read_text().split()[:200_000]
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
+    tokens = torch.tensor([vocab[w] for w in words])
+    train, held = tokens[:180_000], tokens[180_000:]
+    cfg = TransformerConfig(name="tiny", vocab_size=len(vocab), hidden_size=64, num_layers=2, num_heads=4,
+                            ffn_hidden_size=128, seq_length=65)
+    val = torch.stack([held[i:i + 65] for i in range(0, held.numel() - 65, 65)][:64])
+
+    def loss_of(model, batch):
+        logits = model(batch[:, :-1])
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
+
+    variants = [("exact", None)] + [(f"tinyscript-{b}", TinyScriptQuantizer(b, seed=0)) for b in (2, 3, 4, 8)]
+    variants += [(f"uniform-{b}", UniformQuantizer(b, seed=0)) for b in (2, 3, 4)]
+    print(f"\nTinyLM (2 layers, hidden 64) on WikiText-2 under TSPLIT (attention keep, MLP split:4), {steps} Adam "
+          f"steps of 16 sequences; stored = what the blocks keep for backward (payload storage vs the float32 bytes "
+          f"it replaces); train loss = mean of the last 10 steps")
+    print(f"{'storage':<14} {'float32 B/step':>15} {'stored B/step':>14} {'ratio':>6} {'train':>7} {'held-out':>9} "
+          f"{'vs exact':>9} {'s/step':>7}")
+    base = None
+    for name, q in variants:
+        torch.manual_seed(0)
+        model = TinyLM(cfg)
+        for i in range(len(model.blocks)):
+            model.blocks[i] = TSplitBlock(model.blocks[i], "keep", "split:4", quantizer=q)
+        opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+        gen = torch.Generator().manual_seed(1)
+        losses = []
+        start = time.perf_counter()
+        for _ in range(steps):
+            batch = torch.stack([train[i:i + 65] for i in torch.randint(0, train.numel() - 65, (16,),
+                                                                         generator=gen).tolist()])
+            opt.zero_grad()
+            loss = loss_of(model, batch)
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+        per_step = (time.perf_counter() - start) / steps
+        with torch.no_grad():
+            held_loss = float(loss_of(model, val))
+        base = held_loss if base is None else base
+        if q is None:
+            raw = coded = "-"
+            ratio = "-"
+        else:
+            r = sum(b.store.raw + b.host_store.raw for b in model.blocks) / steps
+            c = sum(b.store.coded + b.host_store.coded for b in model.blocks) / steps
+            raw, coded, ratio = f"{r:,.0f}", f"{c:,.0f}", f"{r / c:.2f}"
+        print(f"{name:<14} {raw:>15} {coded:>14} {ratio:>6} {np.mean(losses[-10:]):7.4f} {held_loss:9.4f} "
+              f"{held_loss / base - 1:+9.2%} {per_step:7.3f}")
+
+
 # ------------------------------------------------------------------ KVSAgg
 def _client_sets(root: Path, clients: int, bigram: bool):
     words = []
@@ -253,6 +317,7 @@ def main(argv=None) -> int:
     p.add_argument("--parts", default="sketchml,sketchml-dist,tinyscript,tinyscript-ddp,kvsagg")
     p.add_argument("--seeds", type=int, default=3, help="seeds of the 2-process SketchML part")
     p.add_argument("--lm-steps", type=int, default=150, help="steps of the DDP TinyLM part")
+    p.add_argument("--tsplit-steps", type=int, default=40, help="steps of the TSPLIT TinyLM part")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--clients", type=int, default=8)
     args = p.parse_args(argv)
@@ -270,6 +335,8 @@ def main(argv=None) -> int:
         bench_tinyscript(root)
     if "tinyscript-ddp" in parts:
         bench_tinyscript_ddp(root, args.lm_steps)
+    if "tinyscript-tsplit" in parts:
+        bench_tinyscript_tsplit(root, args.tsplit_steps)
     if "kvsagg" in parts:
         bench_kvsagg(root, args.clients)
     return 0

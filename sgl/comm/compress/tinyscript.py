@@ -1,19 +1,28 @@
 """TinyScript-style non-uniform stochastic quantisation (Fu et al., ICML 2020; our reconstruction).
 
-A tensor ``x`` is sent as one sign bit and a ``(bits - 1)``-bit level index per value, one
-float32 scale ``s = max|x|`` and one float32 knob. The magnitudes ``u = |x| / s`` in ``[0, 1]``
-are rounded **stochastically** to the neighbouring levels ``0 = l_0 < ... < l_{L-1} = 1``
-(``L = 2**(bits-1)``): up with probability ``(u - l_i) / (l_{i+1} - l_i)``, so
-``E[Q(x)] = x``, with variance ``sum_i E[(u - l_i)(l_{i+1} - u) ; l_i <= u < l_{i+1}] * s^2``.
+A tensor ``x`` is sent as one ``bits``-bit code per value, one float32 scale ``s = max|x|`` and
+one float32 knob. The values ``v = x / s`` in ``[-1, 1]`` are rounded **stochastically** to the
+neighbouring levels of a sorted, sign-symmetric level set ``l_0 < ... < l_{n-1}`` (``l_0 = -1``,
+``l_{n-1} = 1``): up with probability ``(v - l_i) / (l_{i+1} - l_i)``, so ``E[Q(x)] = x``, with
+variance ``sum_i E[(v - l_i)(l_{i+1} - v) ; l_i <= v < l_{i+1}] * s^2``. Two layouts of the
+``L = 2**(bits-1)`` magnitudes, under a level power ``gamma``:
+
+* **with zero** (``knob = gamma > 0``): magnitudes ``(i / (L-1))^gamma``, ``i = 0 .. L-1``, so
+  ``2L - 1`` levels ``{-1, ..., 0, ..., 1}`` (one code unused; at 2 bits the ternary ``{-1, 0, 1}``);
+* **zero-free** (``knob = -gamma < 0``): magnitudes ``((2j+1) / (2L-1))^gamma``, ``j = 0 .. L-1``,
+  so all ``2L`` codes are distinct levels ``{-1, ..., -a, +a, ..., 1}`` (``a = (2L-1)^-gamma``; at
+  2 bits the four levels ``{-1, -a, +a, 1}``). Values in ``(-a, a)`` round between ``-a`` and
+  ``+a``, still unbiased; an exact zero costs variance ``a^2``.
 
 **Knob search.** TinyScript models the values with a Weibull family and searches the
 quantisation knobs that minimise that variance. Its code is not public; ours fits a Weibull
-``W(k, lambda)`` to the non-zero ``u`` by moments (the shape from ``E[u^2] / E[u]^2 =
-Gamma(1 + 2/k) / Gamma(1 + 1/k)^2``) and searches one knob, the power ``gamma`` of the levels
-``l_i = (i / (L - 1))^gamma``, on a log grid that contains ``gamma = 1`` (uniform levels),
-minimising the variance under the fitted density. Uniform quantisation
-(:class:`UniformQuantizer`, QSGD-style with a max-norm scale) is the same code with
-``gamma = 1``, so at equal bits the two differ only in their levels.
+``W(k, lambda)`` to the non-zero ``|v|`` by moments (the shape from ``E[u^2] / E[u]^2 =
+Gamma(1 + 2/k) / Gamma(1 + 1/k)^2``), notes the fraction ``z`` of exact zeros, and searches the
+layout and ``gamma`` (a log grid that contains ``gamma = 1``) minimising the variance under
+``z * delta_0 + (1 - z) * W(k, lambda)`` truncated to ``[0, 1]``. Uniform quantisation
+(:class:`UniformQuantizer`, QSGD-style with a max-norm scale) is the same code with the
+with-zero layout and ``gamma = 1``, which is one of the candidates, so at equal bits the two
+differ only in their levels and TinyScript's modelled variance is never above uniform's.
 
 Wire size of ``n`` values: ``ceil(n * bits / 8) + 8`` bytes.
 
@@ -25,6 +34,8 @@ Wire size of ``n`` values: ``ceil(n * bits / 8) + 8`` bytes.
 >>> err_un = (un.decode(un.encode(x), x.numel()) - x).pow(2).mean()
 >>> bool(err_ts < 0.5 * err_un), ts.encode(x).numel()
 (True, 10008)
+>>> TinyScriptQuantizer(2).levels(-2.0).tolist()           # 2 bits, zero-free: {-1, -1/9, 1/9, 1}
+[-1.0, -0.1111111111111111, 0.1111111111111111, 1.0]
 """
 from __future__ import annotations
 
@@ -40,13 +51,14 @@ from sgl.errors import CommError, ConfigError
 __all__ = ["TinyScriptQuantizer", "UniformQuantizer", "fit_weibull", "level_variance", "check_bits"]
 
 _K_GRID = torch.logspace(math.log10(0.05), math.log10(50.0), 600, dtype=torch.float64)
-_GAMMA_GRID = torch.cat([torch.logspace(math.log10(0.25), math.log10(8.0), 48, dtype=torch.float64),
+_GAMMA_GRID = torch.cat([torch.logspace(math.log10(0.25), math.log10(16.0), 48, dtype=torch.float64),
                          torch.ones(1, dtype=torch.float64)])
-_U_GRID = 4096
+# cells of the modelled density: log-spaced edges resolve Weibull shapes piled up near zero
+_U_EDGES = torch.cat([torch.zeros(1, dtype=torch.float64), torch.logspace(-9, 0, 2048, dtype=torch.float64)])
 
 
 def check_bits(bits: int, who: str) -> int:
-    """``bits`` as an int in ``[2, 8]`` (one sign bit and at least one magnitude bit)."""
+    """``bits`` as an int in ``[2, 8]`` (at least four codes)."""
     if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 8:
         raise ConfigError(f"{who}: bits must be an integer in [1, 8] (the width of one code), got {bits!r}")
     if bits < 2:
@@ -75,32 +87,54 @@ def fit_weibull(u: torch.Tensor) -> Tuple[float, float]:
     return k, m1 / math.exp(float(torch.lgamma(torch.tensor(1 + 1 / k, dtype=torch.float64))))
 
 
-def _levels(gamma: float | torch.Tensor, count: int, device=None) -> torch.Tensor:
-    base = torch.linspace(0, 1, count, dtype=torch.float64, device=device)
-    return base ** gamma
+def _signed_levels(knob: float | torch.Tensor, count: int, device=None) -> torch.Tensor:
+    """The sorted level set of a knob (module docstring): ``[..., n]`` for a tensor of knobs."""
+    knob = torch.as_tensor(knob, dtype=torch.float64, device=device)
+    gamma = knob.abs().unsqueeze(-1)
+    if bool((knob > 0).all()):
+        mags = torch.linspace(0, 1, count, dtype=torch.float64, device=device) ** gamma
+        return torch.cat([-mags[..., 1:].flip(-1), mags], -1)
+    if not bool((knob < 0).all()):
+        raise ConfigError("a batch of knobs must share one layout (all > 0 or all < 0)")
+    mags = (torch.arange(1, 2 * count, 2, dtype=torch.float64, device=device) / (2 * count - 1)) ** gamma
+    return torch.cat([-mags.flip(-1), mags], -1)
 
 
 def level_variance(levels: torch.Tensor, u: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """Stochastic-rounding variance ``sum w(u) (u - l_i)(l_{i+1} - u)`` of points ``u`` with weights."""
-    i = (torch.searchsorted(levels, u, right=True) - 1).clamp(0, levels.numel() - 2)
-    return ((u - levels[i]) * (levels[i + 1] - u) * weight).sum()
+    """Stochastic-rounding variance ``sum w(u) (u - l_i)(l_{i+1} - u)`` of points ``u`` with weights.
+
+    ``levels``: sorted ``[n]``, or ``[c, n]`` for ``c`` level sets at once (then the result is ``[c]``).
+    """
+    batch = levels.dim() == 2
+    lv = levels if batch else levels.unsqueeze(0)
+    uu = u.unsqueeze(0).expand(lv.shape[0], -1).contiguous()
+    i = (torch.searchsorted(lv, uu, right=True) - 1).clamp(0, lv.shape[1] - 2)
+    var = ((uu - lv.gather(1, i)) * (lv.gather(1, i + 1) - uu) * weight).sum(1)
+    return var if batch else var[0]
 
 
-def _search_gamma(k: float, lam: float, count: int) -> float:
-    """The level power minimising the variance under ``W(k, lam)`` truncated to ``[0, 1]``."""
-    u = (torch.arange(_U_GRID, dtype=torch.float64) + 0.5) / _U_GRID
-    z = u / lam
-    pdf = (k / lam) * z ** (k - 1) * torch.exp(-z ** k)
-    if not torch.isfinite(pdf).all() or float(pdf.sum()) <= 0:
+def _search_knob(k: float, lam: float, zeros: float, count: int) -> float:
+    """The layout and level power minimising the variance under ``zeros * delta_0 + (1 - zeros) * W(k, lam)``."""
+    cdf = -torch.expm1(-(_U_EDGES / lam) ** k)
+    mass = cdf[1:] - cdf[:-1]
+    if not torch.isfinite(mass).all() or float(mass.sum()) <= 0:
         return 1.0
-    scores = torch.stack([level_variance(_levels(g, count), u, pdf) for g in _GAMMA_GRID.tolist()])
-    return float(_GAMMA_GRID[int(torch.argmin(scores))])
+    u = torch.cat([torch.zeros(1, dtype=torch.float64), (_U_EDGES[1:] * _U_EDGES[:-1].clamp_min(1e-10)).sqrt()])
+    weight = torch.cat([torch.tensor([zeros], dtype=torch.float64), mass / mass.sum() * (1 - zeros)])
+    best, knob = math.inf, 1.0
+    for sign in (1.0, -1.0):
+        knobs = sign * _GAMMA_GRID
+        scores = level_variance(_signed_levels(knobs, count), u, weight)
+        i = int(torch.argmin(scores))
+        if float(scores[i]) < best:
+            best, knob = float(scores[i]), float(knobs[i])
+    return knob
 
 
-class _PowerQuantizer:
-    """Sign + stochastic rounding of ``|x| / max|x|`` to the levels ``(i / (L-1))^gamma``."""
+class _LevelQuantizer:
+    """Stochastic rounding of ``x / max|x|`` to a sign-symmetric level set chosen by :meth:`knob`."""
 
-    name = "power"
+    name = "levels"
 
     def __init__(self, bits: int, seed: int = 0) -> None:
         self.bits = check_bits(bits, type(self).__name__)
@@ -115,40 +149,44 @@ class _PowerQuantizer:
         return self._generators[key]
 
     def knob(self, u: torch.Tensor) -> float:
+        """The knob for magnitudes ``u = |x| / max|x|`` (uniform: the with-zero layout, ``gamma = 1``)."""
         return 1.0
+
+    def levels(self, knob: float, device=None) -> torch.Tensor:
+        """The sorted float64 level set in ``[-1, 1]`` a knob stands for (module docstring)."""
+        return _signed_levels(float(knob), self.count, device)
 
     def payload_bytes(self, numel: int) -> int:
         """Bytes :meth:`encode` returns for ``numel`` values."""
         return (numel * self.bits + 7) // 8 + 8
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` as a ``uint8`` payload (scale, knob, then packed sign+index codes), on ``x``'s device."""
+        """``x`` as a ``uint8`` payload (scale, knob, then packed level indices), on ``x``'s device."""
         if not x.is_floating_point():
             raise ConfigError(f"{type(self).__name__}.encode: x must be a float tensor, got {x.dtype}")
         flat = x.detach().reshape(-1).to(torch.float32)
         scale = flat.abs().max() if flat.numel() else flat.new_zeros(())
-        u = (flat.abs() / torch.where(scale > 0, scale, torch.ones_like(scale))).to(torch.float64)
-        gamma = self.knob(u)
-        levels = _levels(gamma, self.count, flat.device)
-        i = (torch.searchsorted(levels, u, right=True) - 1).clamp(0, self.count - 2)
+        v = (flat / torch.where(scale > 0, scale, torch.ones_like(scale))).to(torch.float64)
+        knob = torch.tensor(self.knob(v.abs()), dtype=torch.float32, device=flat.device)
+        levels = self.levels(float(knob), flat.device)  # from the float32 knob: what decode will see
+        i = (torch.searchsorted(levels, v, right=True) - 1).clamp(0, levels.numel() - 2)
         width = levels[i + 1] - levels[i]
-        p = ((u - levels[i]) / torch.where(width > 0, width, torch.ones_like(width))).clamp(0, 1)
-        up = torch.rand(u.shape, device=flat.device, generator=self._generator(flat.device), dtype=torch.float64) < p
-        index = i + up.long()
-        code = index * 2 + (flat < 0).long()
-        head = torch.stack([scale.reshape(()), torch.tensor(gamma, dtype=torch.float32, device=flat.device)])
-        return torch.cat([head.view(torch.uint8), pack_bits(code, self.bits)])
+        p = ((v - levels[i]) / width).clamp(0, 1)
+        up = torch.rand(v.shape, device=flat.device, generator=self._generator(flat.device), dtype=torch.float64) < p
+        head = torch.stack([scale.reshape(()), knob])
+        return torch.cat([head.view(torch.uint8), pack_bits(i + up.long(), self.bits)])
 
     def decode(self, payload: torch.Tensor, numel: int) -> torch.Tensor:
         """The float32 values (flat, ``numel`` of them) of a payload."""
         if payload.dtype != torch.uint8 or payload.numel() != self.payload_bytes(numel):
             raise CommError(f"{type(self).__name__}.decode: expected {self.payload_bytes(numel)} uint8 bytes for "
                             f"{numel} values at {self.bits} bits, got {payload.numel()} {payload.dtype}")
-        scale, gamma = payload[:8].clone().view(torch.float32).tolist()
-        code = unpack_bits(payload[8:], self.bits, numel)
-        levels = _levels(gamma, self.count, payload.device).to(torch.float32)
-        sign = 1 - 2 * (code & 1)
-        return sign * levels[code >> 1] * scale
+        scale, knob = payload[:8].clone().view(torch.float32).tolist()
+        if not math.isfinite(knob) or knob == 0:
+            raise CommError(f"{type(self).__name__}.decode: the payload's knob is {knob}; not a payload of this codec")
+        levels = self.levels(knob, payload.device).to(torch.float32)
+        code = unpack_bits(payload[8:], self.bits, numel).clamp_max(levels.numel() - 1)
+        return levels[code] * scale
 
     def roundtrip(self, x: torch.Tensor) -> torch.Tensor:
         """``decode(encode(x))`` shaped like ``x``."""
@@ -158,19 +196,19 @@ class _PowerQuantizer:
         return f"{type(self).__name__}(bits={self.bits})"
 
 
-class UniformQuantizer(_PowerQuantizer):
-    """QSGD-style stochastic uniform quantisation: levels ``i / (L-1)`` of ``max|x|``, sign apart.
+class UniformQuantizer(_LevelQuantizer):
+    """QSGD-style stochastic uniform quantisation: levels ``±i / (L-1)`` of ``max|x|`` (with zero).
 
     Args:
-        bits: code width in ``[2, 8]`` (1 sign bit + ``bits - 1`` magnitude bits).
+        bits: code width in ``[2, 8]`` (the ``2**bits - 1`` levels of sign + ``bits - 1`` magnitude bits).
         seed: seeds the stochastic rounding.
     """
 
     name = "uniform"
 
 
-class TinyScriptQuantizer(_PowerQuantizer):
-    """TinyScript's non-uniform quantiser: Weibull fit + variance-minimising level power (module docstring).
+class TinyScriptQuantizer(_LevelQuantizer):
+    """TinyScript's non-uniform quantiser: Weibull fit + variance-minimising layout and level power.
 
     Args:
         bits: code width in ``[2, 8]``.
@@ -183,18 +221,21 @@ class TinyScriptQuantizer(_PowerQuantizer):
     def __init__(self, bits: int, seed: int = 0, fit_sample: int = 65536) -> None:
         super().__init__(bits, seed)
         self.fit_sample = check_int(fit_sample, "TinyScriptQuantizer fit_sample", 16)
-        self._cache: Dict[Tuple[float, float], float] = {}
+        self._cache: Dict[Tuple[float, float, float], float] = {}
 
     def knob(self, u: torch.Tensor) -> float:
         step = max(1, u.numel() // self.fit_sample)
-        k, lam = fit_weibull(u[::step].cpu())  # two moments on host: a scalar fit, not device data
-        key = (round(math.log(k), 2), round(math.log(max(lam, 1e-30)), 2))  # fits this close share a knob
+        sample = u[::step].cpu()  # a moment fit and a zero count on host: scalars, not device data
+        k, lam = fit_weibull(sample)
+        zeros = float((sample == 0).double().mean()) if sample.numel() else 0.0
+        # fits within ~5 % (and zero fractions within 0.02) share a knob: the variance is flat near its minimum
+        key = (round(math.log(k) * 20) / 20, round(math.log(max(lam, 1e-30)) * 20) / 20, round(zeros * 50) / 50)
         if key not in self._cache:
-            self._cache[key] = _search_gamma(math.exp(key[0]), math.exp(key[1]), self.count)
+            self._cache[key] = _search_knob(math.exp(key[0]), math.exp(key[1]), key[2], self.count)
         return self._cache[key]
 
 
-def build_quantizer(name: str, bits: int, seed: int = 0) -> Optional[_PowerQuantizer]:
+def build_quantizer(name: str, bits: int, seed: int = 0) -> Optional[_LevelQuantizer]:
     """``tinyscript`` / ``uniform`` quantiser of ``bits`` bits (``none``: ``None``)."""
     table = {"tinyscript": TinyScriptQuantizer, "uniform": UniformQuantizer}
     if name == "none":

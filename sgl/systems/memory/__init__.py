@@ -35,8 +35,8 @@ from sgl.systems.memory.reshard import (architecture, check_checkpoint, layout_n
                                        restore_worker, save_worker)
 from sgl.systems.memory.block_parts import attention_part, blocks_of, layer_kind, tokenwise_part
 from sgl.systems.memory.trace import AllocTrace, TensorLifetimeTracer, record_lm_trace, record_trace
-from sgl.systems.memory.tsplit import (OpCost, TSplitBlock, TSplitPlan, apply_tsplit, plan_tsplit,
-                                       profile_block_ops, split_apply)
+from sgl.systems.memory.tsplit import (CodedStore, OpCost, TSplitBlock, TSplitPlan, apply_tsplit, check_quantizer,
+                                       plan_tsplit, profile_block_ops, split_apply)
 
 __all__ = [
     # MEMO offload and alpha
@@ -48,7 +48,8 @@ __all__ = [
     "caching_allocator_peak", "check_plan", "first_fit", "greedy_by_size", "live_lower_bound", "plan_bilevel",
     "record_lm_trace", "record_trace", "solve_dsa",
     # TSPLIT
-    "OpCost", "TSplitBlock", "TSplitPlan", "apply_tsplit", "plan_tsplit", "profile_block_ops", "split_apply",
+    "CodedStore", "OpCost", "TSplitBlock", "TSplitPlan", "apply_tsplit", "check_quantizer", "plan_tsplit",
+    "profile_block_ops", "split_apply",
     # Angel-PTM pages
     "PagedAdam", "train_in_memory", "train_paged",
     # resharding checkpoints

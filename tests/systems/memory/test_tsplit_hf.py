@@ -57,6 +57,23 @@ def test_profile_and_plan_on_hf_llama(llama):
     _close(_run(model), _run(llama))
 
 
+def test_hf_layers_store_tinyscript_codes(llama):
+    from sgl.comm.compress import TinyScriptQuantizer
+
+    per_sample = {"position_ids": torch.arange(32)[None] + torch.arange(4)[:, None] * 3}
+    ref = _run(llama, **per_sample)
+    model = copy.deepcopy(llama)
+    for i, layer in enumerate(model.model.layers):
+        model.model.layers[i] = TSplitBlock(layer, "split:2", "keep", quantizer=TinyScriptQuantizer(8, seed=0))
+    loss, grads = _run(model, **per_sample)
+    raw = sum(b.store.raw for b in model.model.layers)
+    coded = sum(b.store.coded for b in model.model.layers)
+    assert torch.equal(loss, ref[0]) and 0.95 * 4 <= raw / coded <= 4
+    err = float(torch.cat([(g - r).flatten() for g, r in zip(grads, ref[1])]).norm()
+                / torch.cat([r.flatten() for r in ref[1]]).norm())
+    assert 0 < err < 0.03
+
+
 def test_tsplit_refuses_a_layer_it_does_not_know():
     with pytest.raises(ConfigError, match="TSplitBlock needs a TransformerBlock or a Hugging Face"):
         TSplitBlock(torch.nn.Linear(4, 4), "split:2", "keep")
