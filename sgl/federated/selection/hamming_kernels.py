@@ -33,7 +33,7 @@ from functools import lru_cache
 from itertools import combinations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 __all__ = ["flip_masks", "row_keys", "nearest_scan", "nearest_probe", "bitcount_medoids", "kmedoid_rounds"]
 
@@ -91,18 +91,18 @@ def _scan_row(words, i, med_words):
     return best & 0xFFFFFFFF, best >> 32
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def nearest_scan(words, med_words):
     """``(position of the nearest medoid [n], its Hamming distance [n])`` by an exact popcount scan."""
     n = words.shape[0]
     best = np.empty(n, dtype=np.int64)
     dist = np.empty(n, dtype=np.int64)
-    for i in range(n):
+    for i in prange(n):
         best[i], dist[i] = _scan_row(words, i, med_words)
     return best, dist
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def nearest_probe(words, med_words, key_pos, flips):
     """Like :func:`nearest_scan`, but a row only compares the medoids in the buckets ``key ^ flips``."""
     n, k, nw = words.shape[0], med_words.shape[0], words.shape[1]
@@ -123,16 +123,21 @@ def nearest_probe(words, med_words, key_pos, flips):
         fill[med_keys[j]] += 1
     best = np.empty(n, dtype=np.int64)
     dist = np.empty(n, dtype=np.int64)
-    # rows that share a key probe the same buckets: gather those medoids once per key, then scan them
+    # rows that share a key probe the same buckets: gather those medoids once per key, then scan them;
+    # the key groups are independent, so they run in parallel
     order = np.argsort(keys, kind="mergesort")
-    cand = np.empty(k, dtype=np.int64)
-    cand_words = np.empty((k, nw), dtype=words.dtype)
-    start = 0
-    while start < n:
+    starts = np.empty(n + 1, dtype=np.int64)
+    groups = 0
+    for t in range(n):
+        if t == 0 or keys[order[t]] != keys[order[t - 1]]:
+            starts[groups] = t
+            groups += 1
+    starts[groups] = n
+    for g in prange(groups):
+        start, stop = starts[g], starts[g + 1]
         key = keys[order[start]]
-        stop = start
-        while stop < n and keys[order[stop]] == key:
-            stop += 1
+        cand = np.empty(k, dtype=np.int64)
+        cand_words = np.empty((k, nw), dtype=words.dtype)
         m = 0
         for f in range(flips.shape[0]):
             b = key ^ flips[f]
@@ -149,7 +154,6 @@ def nearest_probe(words, med_words, key_pos, flips):
             for c in range(m):
                 top = min(top, (_distance(words, i, cand_words, c) << 32) | cand[c])
             best[i], dist[i] = top & 0xFFFFFFFF, top >> 32
-        start = stop
     return best, dist
 
 
