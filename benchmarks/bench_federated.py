@@ -123,7 +123,7 @@ def main() -> None:
               "mean per-batch max(AUC, 1-AUC); 'chance' = the same for random scores; 'oriented' = plain AUC "
               "with the attack's a-priori orientation) ==")
         print(f"{'defense':<14}{'bound':>6}{'test AUC':>10}{'norm':>8}{'dir':>8}{'chance':>8}{'norm or.':>10}"
-              f"{'dir or.':>9}{'def/step':>10}{'step ms':>9}{'vs none':>9}")
+              f"{'dir or.':>9}{'def/step':>10}{'of it wait':>11}{'step ms':>9}{'vs none':>9}")
         runs = [(d, None) for d in ("none", "max-norm") if d in args.defenses] + \
             [(d, b) for b in args.bounds for d in ("marvell", "projpert-iso", "projpert-opt") if d in args.defenses]
         undefended = None  # step ms of the 'none' run, for the step-time increase of each defense
@@ -138,6 +138,7 @@ def main() -> None:
                   f"{a['norm_auc']:>8.3f}{a['direction_auc']:>8.3f}{a['chance_auc']:>8.3f}"
                   f"{a['norm_auc_oriented']:>10.3f}{a['direction_auc_oriented']:>9.3f}"
                   f"{100 * r['defense_seconds'] / r['step_seconds']:>9.1f}%"
+                  f"{100 * (r.get('noise_wait_seconds') or 0.0) / r['step_seconds']:>10.1f}%"
                   f"{step_ms:>9.2f}{more:>9}")
         _noise_share(args.defense_batch, len(cats) * args.defense_embed)
 

@@ -100,7 +100,7 @@ class SplitParty:
         gaussian = str(cfg.defense).lower().replace("_", "-") in GAUSSIAN_DEFENSES
         self.noise_ahead = NoiseAhead(cfg.seed * 307 + rank, self.device) if self.active and gaussian else None
         self.updates = 0
-        self.log: Dict[str, Any] = {"losses": [], "curve": [], "attack": [], "defense_seconds": 0.0,
+        self.log: Dict[str, Any] = {"losses": [], "curve": [], "attack": [], "defense_seconds": 0.0, "noise_wait_seconds": 0.0,
                                     "step_seconds": 0.0, "local_steps": 0}
 
     # -- data -----------------------------------------------------------------------------------
@@ -195,6 +195,7 @@ class SplitParty:
                     continue
                 t0 = time.perf_counter()
                 z = None if self.noise_ahead is None else self.noise_ahead.take((h.shape[0], h[0].numel()))
+                self.log["noise_wait_seconds"] += time.perf_counter() - t0  # the draw, if not done ahead yet
                 g = perturb(self.config.defense, h.grad, labels, bound=self.config.sumkl_bound,
                             scale=self.config.marvell_scale, generator=self.noise, noise=z)
                 self.log["defense_seconds"] += time.perf_counter() - t0

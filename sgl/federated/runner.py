@@ -150,7 +150,7 @@ def train_federated(train, val, test, split: FieldSplit, config: FederatedConfig
 def _summarise(logs: List[Dict[str, Any]], config: FederatedConfig, train) -> Dict[str, Any]:
     active = logs[0]
     result = {k: active.get(k) for k in ("test_auc", "test_logloss", "val_auc", "losses", "curve", "traffic",
-                                        "eval_traffic", "defense_seconds", "step_seconds", "local_steps",
+                                        "eval_traffic", "defense_seconds", "noise_wait_seconds", "step_seconds", "local_steps",
                                         "observed")}
     result["parties"] = logs
     if config.attack:
