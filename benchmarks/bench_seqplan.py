@@ -24,7 +24,10 @@ against the best *measured* static strategy, the modelled ratio beside it, and p
 measured time of every executed plan with the median relative error:
 
     SGL_TEST_DATA=../shared/datasets python benchmarks/bench_seqplan.py --measure [--measure-steps 3] \
-        [--arch hf-llama|tiny] [--malleus-layouts ""]
+        [--arch hf-llama|tiny] [--malleus-layouts ""] [--malleus-only]
+
+The Malleus rows (one 2x straggler against the straggler-oblivious plan, layouts dp, pp, tp) run on
+``--arch``'s model too; ``--malleus-only`` runs just them (about 70 s for the three layouts on 2 loaded cores).
 """
 import argparse
 import os
@@ -100,21 +103,45 @@ EXTRA_ERRORS = []
 
 
 def malleus_rows(args, lengths):
-    """Malleus with one 2x straggler (rank 0) against the straggler-oblivious plan, per layout."""
+    """Malleus with one 2x straggler (rank 0) against the straggler-oblivious plan, per layout, on
+    ``--arch``'s model (HF LlamaForCausalLM or TinyLM with BENCH_MODEL's shapes)."""
     from sgl.systems.seq.malleus_measure import measure_malleus
 
     for layout in [x.strip() for x in args.malleus_layouts.split(",") if x.strip()]:
-        out = measure_malleus(args.processes, 2.0, 0, layout=layout)
+        out = measure_malleus(args.processes, 2.0, 0, layout=layout, arch=args.arch)
         o, a = out["oblivious"], out["aware"]
         EXTRA_ERRORS.extend([(o["predicted_ms"], o["measured_ms"]), (a["predicted_ms"], a["measured_ms"])])
-        yield (f"malleus-{layout} (2x straggler)", a["measured_ms"], "straggler-oblivious", o["measured_ms"],
-               out["modelled_ratio"])
+        print(f"malleus-{layout} on {args.arch}: rates {out['measured_rates']}, oblivious mb {o['micro_batches']} "
+              f"layers {o['layers']}, aware mb {a['micro_batches']} layers {a['layers']}, migration "
+              f"{out['migration']['received_mb']:.2f} MB in {out['migration']['migration_s']:.2f} s, modelled at the "
+              f"injected 2x {out['modelled_ratio_injected']:.3f}", flush=True)
+        yield (f"malleus-{layout} {args.arch} (2x straggler)", a["measured_ms"], "straggler-oblivious",
+               o["measured_ms"], out["modelled_ratio"])
 
 
 EXTRA_MEASURES.append(malleus_rows)
 
 
+def malleus_main(args, lengths):
+    """``--measure --malleus-only``: the Malleus rows alone, with predicted against measured step time."""
+    t0 = time.perf_counter()
+    print(f"Malleus measured on {args.processes} gloo processes (1 thread each), "
+          f"{'TinyLM' if args.arch == 'tiny' else 'HF LlamaForCausalLM'} with BENCH_MODEL's shapes")
+    rows = list(malleus_rows(args, lengths))
+    print("\n| planner | measured ms/step | baseline | baseline ms/step | measured ratio | modelled ratio |")
+    print("|---|---|---|---|---|---|")
+    for name, ms, base, base_ms, modelled in rows:
+        print(f"| {name} | {ms:.0f} | {base} | {base_ms:.0f} | {base_ms / ms:.3f} | {modelled:.3f} |")
+    errors = sorted(abs(p - m) / m for p, m in EXTRA_ERRORS)
+    print(f"\npredicted vs measured (Malleus predicts layer compute only): "
+          f"{[f'{p:.0f}/{m:.0f}' for p, m in EXTRA_ERRORS]} ms, median abs error "
+          f"{errors[len(errors) // 2]:.3f}; wall {time.perf_counter() - t0:.0f} s", flush=True)
+
+
 def measure_main(args, lengths):
+    if args.malleus_only:
+        malleus_main(args, lengths)
+        return
     from sgl.systems.seq.measure import MeasureSetup, measure_planners
 
     setup = MeasureSetup(devices=args.processes, steps=args.measure_steps, max_length=args.max_length,
@@ -186,7 +213,9 @@ def main():
                     help="--measure: the executor's model, HF LlamaForCausalLM or TinyLM (same shapes; an HF "
                     "Llama step measured about as fast as TinyLM's, so it is the default)")
     ap.add_argument("--malleus-layouts", default="dp,pp,tp", help="--measure: Malleus layouts to execute with a "
-                    "2x straggler (comma list of dp, pp, tp; empty: none)")
+                    "2x straggler on --arch's model (comma list of dp, pp, tp; empty: none)")
+    ap.add_argument("--malleus-only", action="store_true", help="--measure: run only the Malleus rows (skip the "
+                    "sequence planners and their calibration)")
     ap.add_argument("--profile", default=None, help="--measure: plan with this `sgl plan calibrate` profile file "
                     "instead of fitting the executor in this run")
     args = ap.parse_args()

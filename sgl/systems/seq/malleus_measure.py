@@ -31,8 +31,8 @@ from sgl import comm
 from sgl._checks import check_choice, check_int
 from sgl.errors import PlanError
 from sgl.systems.parallel.model import TransformerConfig, get_model_config
-from sgl.systems.seq.malleus_runtime import (MalleusRunConfig, MalleusTrainer, _worker_threads, inject_straggler,
-                                             time_layer_ms)
+from sgl.systems.seq.malleus_runtime import (MALLEUS_ARCHS, MalleusRunConfig, MalleusTrainer, _worker_threads,
+                                             inject_straggler, time_layer_ms)
 
 __all__ = ["BENCH_MODEL", "measure_malleus"]
 
@@ -77,7 +77,8 @@ def _measure_worker(rank: int, world: int, cfg: MalleusRunConfig, warmup: int, s
     trainer.sender.close()
     obl, aware = float(np.median(obl_ms)), float(np.median(aware_ms))
     return {
-        "layout": f"tp={cfg.tp} pp={cfg.pp} dp={planner.dp}", "world": world, "factor": cfg.straggler.factor,
+        "layout": f"tp={cfg.tp} pp={cfg.pp} dp={planner.dp}", "arch": cfg.arch, "world": world,
+        "factor": cfg.straggler.factor,
         "layer_ms": layer_ms, "measured_rates": moved["rates"], "rates_from": rates_from,
         "step_rates": [round(float(r), 3) for r in step_rates],
         "probe_rates": [round(float(r), 3) for r in probe_rates],
@@ -96,7 +97,7 @@ def _measure_worker(rank: int, world: int, cfg: MalleusRunConfig, warmup: int, s
 def measure_malleus(world: int = 2, factor: float = 2.0, straggler_rank: int = 0, *,
                     model: Union[str, TransformerConfig] = BENCH_MODEL, layout: str = "dp", micro_batches: int = 12,
                     micro_batch_size: int = 2, steps: int = 2, warmup: int = 1, rounds: int = 2,
-                    rates_from: str = "steps", seed: int = 0,
+                    rates_from: str = "steps", seed: int = 0, arch: str = "tiny",
                     timeout: float = 300.0, backend: str = "gloo") -> Dict[str, Any]:
     """Measured step time of the straggler-aware vs the oblivious plan with one injected straggler.
 
@@ -107,11 +108,13 @@ def measure_malleus(world: int = 2, factor: float = 2.0, straggler_rank: int = 0
     ``rates_from`` picks the rates the re-plan uses: ``"steps"`` (the oblivious steps' compute
     timings, :meth:`MalleusTrainer.measured_rates`; seconds of data) or ``"probe"`` (every rank
     times one layer at once, :meth:`MalleusTrainer.probe_rates`; quicker, noisier on a shared
-    CPU); both are reported.
+    CPU); both are reported.  ``arch`` is the model implementation (``"tiny"``: TinyLM, ``"hf-llama"``:
+    Hugging Face ``LlamaForCausalLM`` with the same shapes; :data:`MALLEUS_ARCHS`).
     """
     world = check_int(world, "world", 1, error=PlanError)
     check_choice(layout, "layout", ("dp", "pp", "tp"), error=PlanError)
     check_choice(rates_from, "rates_from", ("probe", "steps"), error=PlanError)
+    check_choice(arch, "arch", MALLEUS_ARCHS, error=PlanError)
     straggler = inject_straggler(straggler_rank, factor)
     warmup = check_int(warmup, "warmup", 0, error=PlanError)
     rounds = check_int(rounds, "rounds", 1, error=PlanError)
@@ -123,7 +126,7 @@ def measure_malleus(world: int = 2, factor: float = 2.0, straggler_rank: int = 0
     tp, pp = {"dp": (1, 1), "pp": (1, world), "tp": (world, 1)}[layout]
     cfg = MalleusRunConfig(model=mc, micro_batches=micro_batches, micro_batch_size=micro_batch_size,
                            steps=warmup + 2 * rounds * check_int(steps, "steps", 1, error=PlanError), seed=seed,
-                           tp=tp, pp=pp, straggler=straggler)
+                           tp=tp, pp=pp, straggler=straggler, arch=arch)
     if world == 1:         # no processes to spawn: measure here (collectives are identities)
         return _measure_worker(0, 1, cfg, warmup, steps, rounds, rates_from, own_process=False)
     return comm.spawn(_measure_worker, world, cfg, warmup, steps, rounds, rates_from, timeout=timeout,

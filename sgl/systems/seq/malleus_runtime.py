@@ -1,12 +1,14 @@
-"""Malleus executed: a :class:`~sgl.systems.seq.malleus.MalleusPlan` trains a TinyLM on N processes.
+"""Malleus executed: a :class:`~sgl.systems.seq.malleus.MalleusPlan` trains a TinyLM or HF Llama on N processes.
 
 Each rank finds its place in the plan -- pipeline ``p``, stage ``j``, member ``k`` of that stage's
 TP group of ``t`` devices -- and holds those layers' shards (:mod:`~sgl.systems.seq.malleus_shard`):
 TP degrees may differ between groups, layers between stages and micro-batches between pipelines,
-exactly as the plan says.  A step runs pipeline ``p``'s ``m_p`` micro-batches (a GPipe schedule
-over :mod:`sgl.comm` send / recv, :mod:`~sgl.systems.seq.malleus_pipeline`: the stage leader sends
-activations to every member of the next stage and input gradients to every member of the
-previous one), scales each
+exactly as the plan says.  ``MalleusRunConfig(arch="hf-llama")`` trains a ``transformers``
+``LlamaForCausalLM`` of the same shapes instead, sharded the same way by
+:mod:`~sgl.systems.seq.malleus_hf` (its heads and KV heads split over each TP group).  A step runs
+pipeline ``p``'s ``m_p`` micro-batches (a GPipe schedule over :mod:`sgl.comm` send / recv,
+:mod:`~sgl.systems.seq.malleus_pipeline`: the stage leader sends activations to every member of
+the next stage and input gradients to every member of the previous one), scales each
 micro-batch's loss by ``1 / B`` (``B = Σ m_p``), and sums every gradient over all pipelines
 whatever their TP split, so a step equals single-process training on the global batch
 (:func:`train_reference`).  The schedule is written by hand rather than taken from
@@ -43,22 +45,28 @@ from sgl.errors import PlanError
 from sgl.systems.parallel.model import TransformerConfig, get_model_config
 from sgl.systems.runtime.tiny_lm import TinyLM, TransformerBlock, lm_loss
 from sgl.systems.seq.malleus import MalleusModel, MalleusPlan, MalleusPlanner
+from sgl.systems.seq.malleus_hf import (build_hf_llama, build_hf_stage, check_hf_tp, hf_config, hf_full_values,
+                                        hf_param_layout, hf_timing_layer)
 from sgl.systems.seq.malleus_migrate import migrate_states
 from sgl.systems.seq.malleus_pipeline import BackgroundSender, pipeline_step
 from sgl.systems.seq.malleus_shard import (COMM_SECONDS, Holding, build_stage, full_values, param_layout,
                                            reduce_gradients)
 from sgl.systems.seq.straggler import Straggler, check_rates, inject_straggler  # noqa: F401 (doctest)
 
-__all__ = ["MalleusRunConfig", "MalleusTrainer", "check_malleus_plan",
+__all__ = ["MALLEUS_ARCHS", "MalleusRunConfig", "MalleusTrainer", "check_malleus_plan",
            "holdings_of", "run_malleus", "train_reference", "assemble_params", "time_layer_ms"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
+#: the models the Malleus runtime trains: our TinyLM and Hugging Face ``LlamaForCausalLM``
+MALLEUS_ARCHS = ("tiny", "hf-llama")
 
 
 @dataclass
 class MalleusRunConfig:
     """What a Malleus run trains: model, global batch of ``micro_batches × micro_batch_size`` rows,
-    steps, Adam's ``lr``, the planner's ``tp`` / ``pp``, an optional straggler and re-plan step."""
+    steps, Adam's ``lr``, the planner's ``tp`` / ``pp``, an optional straggler and re-plan step.
+    ``arch`` picks the implementation of ``model``'s shapes (:data:`MALLEUS_ARCHS`); ``kv_heads``
+    (``"hf-llama"`` only) gives the Llama grouped-query attention with that many KV heads."""
 
     model: Union[str, TransformerConfig] = "tiny"
     micro_batches: int = 4
@@ -74,8 +82,15 @@ class MalleusRunConfig:
     replan_rates: Optional[Tuple[float, ...]] = None   # None: the rates measured from the step timings
     threads: Optional[int] = 1               # torch threads per rank (None: leave torch's default)
     layer_ms: float = 1.0                    # the planner's per-layer time (only ratios matter for plans)
+    arch: str = "tiny"
+    kv_heads: Optional[int] = None           # hf-llama: KV heads (None: as many as attention heads)
 
     def __post_init__(self) -> None:
+        check_choice(self.arch, "arch", MALLEUS_ARCHS, error=PlanError)
+        if self.kv_heads is not None:
+            if self.arch != "hf-llama":
+                raise PlanError(f"kv_heads applies to arch='hf-llama' only (arch={self.arch!r}); drop it")
+            check_int(self.kv_heads, "kv_heads", 1, error=PlanError)
         check_int(self.micro_batches, "micro_batches", 1, error=PlanError)
         check_int(self.micro_batch_size, "micro_batch_size", 1, error=PlanError)
         check_int(self.steps, "steps", 1, error=PlanError)
@@ -124,7 +139,10 @@ def check_malleus_plan(plan: MalleusPlan, world: int, cfg: MalleusRunConfig) -> 
             raise PlanError(f"pipeline {p} gives layers {ls} to {len(stages)} stages: give every stage >= 1 "
                             f"layer, {mc.num_layers} in all")
         for st in stages:
-            mc.check_tp(len(st), vocab_tp=1)
+            if cfg.arch == "tiny":
+                mc.check_tp(len(st), vocab_tp=1)
+            else:
+                check_hf_tp(hf_config(mc, cfg.kv_heads), len(st))
     if min(plan.micro_batches) < 1 or sum(plan.micro_batches) != cfg.micro_batches:
         raise PlanError(f"the plan's micro-batches {plan.micro_batches} must be >= 1 each and sum to the "
                         f"config's micro_batches={cfg.micro_batches}")
@@ -159,14 +177,18 @@ class MalleusTrainer:
         self.rank, self.world, self.cfg = rank, world, cfg
         self.mc = cfg.model_config()
         self.device, self.dtype = comm.wire_device(), _DTYPES[cfg.dtype]
-        self.layout = param_layout(self.mc)
+        self.hf = hf_config(self.mc, cfg.kv_heads) if cfg.arch == "hf-llama" else None
+        self.layout = param_layout(self.mc) if self.hf is None else hf_param_layout(self.hf)
         self.planner = cfg.planner(world)
         self.groups: Dict[Tuple[int, ...], Any] = {}
         self.steps_done = 0
         self.rates = np.ones(world)
         self.sender = BackgroundSender(enabled=comm.get_backend() == "gloo")
-        torch.manual_seed(cfg.seed)
-        full = full_values(TinyLM(self.mc).to(self.dtype))
+        if self.hf is None:
+            torch.manual_seed(cfg.seed)
+            full = full_values(TinyLM(self.mc).to(self.dtype))
+        else:
+            full = hf_full_values(build_hf_llama(self.mc, cfg.seed, cfg.kv_heads).to(self.dtype))
         self._install(plan, {key: torch.stack([v, torch.zeros_like(v), torch.zeros_like(v)])
                              for key, v in self._my_shards(full, holdings_of(plan).get(rank)).items()})
 
@@ -191,8 +213,11 @@ class MalleusTrainer:
             return
         p, j, _ = self.position
         group = self.groups.get(tuple(plan.pipelines[p][j]))
-        self.stage = build_stage(self.mc, self.holding, {k: v[0] for k, v in states.items()}, group,
-                                 self.device, self.dtype)
+        values = {k: v[0] for k, v in states.items()}
+        if self.hf is None:
+            self.stage = build_stage(self.mc, self.holding, values, group, self.device, self.dtype)
+        else:
+            self.stage = build_hf_stage(self.hf, self.holding, values, group, self.device, self.dtype)
         self.opt = torch.optim.Adam(self.stage.parameters(), lr=self.cfg.lr)
         if self.steps_done:
             for key, p_ in self.stage.param_map().items():
@@ -324,7 +349,10 @@ def time_layer_ms(cfg: MalleusRunConfig, repeats: int = 3, rank: Optional[int] =
     mc = cfg.model_config()
     device = comm.wire_device()
     gen = torch.Generator().manual_seed(cfg.seed)
-    block = TransformerBlock(mc).to(device=device, dtype=_DTYPES[cfg.dtype])
+    if cfg.arch == "tiny":
+        block = TransformerBlock(mc).to(device=device, dtype=_DTYPES[cfg.dtype])
+    else:
+        block = hf_timing_layer(mc, cfg.kv_heads, device, _DTYPES[cfg.dtype])
     x = torch.randn(cfg.micro_batch_size, mc.seq_length, mc.hidden_size, generator=gen,
                     dtype=_DTYPES[cfg.dtype]).to(device).requires_grad_()
     block(x).sum().backward()                            # warm-up
@@ -388,15 +416,21 @@ def assemble_params(reports: Sequence[Dict[str, Any]]) -> Dict[tuple, torch.Tens
 
 def train_reference(cfg: MalleusRunConfig) -> Tuple[List[float], Dict[tuple, torch.Tensor]]:
     """Single-process training on the same global batches: losses and final parameters."""
-    torch.manual_seed(cfg.seed)
-    model = TinyLM(cfg.model_config()).to(_DTYPES[cfg.dtype])
+    if cfg.arch == "tiny":
+        torch.manual_seed(cfg.seed)
+        model = TinyLM(cfg.model_config()).to(_DTYPES[cfg.dtype])
+        values, device = full_values, model.head.weight.device
+    else:
+        model = build_hf_llama(cfg.model_config(), cfg.seed, cfg.kv_heads).to(_DTYPES[cfg.dtype])
+        values, device = hf_full_values, model.lm_head.weight.device
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     losses = []
     for s in range(cfg.steps):
-        tokens = cfg.batch(s, model.head.weight.device)
+        tokens = cfg.batch(s, device)
         opt.zero_grad(set_to_none=True)
-        loss = lm_loss(model(tokens), tokens)
+        out = model(tokens)
+        loss = lm_loss(out if cfg.arch == "tiny" else out.logits, tokens)
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
-    return losses, {k: v.clone() for k, v in full_values(model).items()}
+    return losses, {k: v.clone() for k, v in values(model).items()}
