@@ -64,9 +64,10 @@ class NoiseAhead:
         self._pending = (shape, self._pool.submit(self._draw, shape))
 
     def take(self, shape) -> torch.Tensor:
-        """A ``shape`` standard normal: the prefetched one when the shapes match, else drawn now.
+        """A ``shape`` standard normal: the prefetched one when it has the shape, or its first rows
+        when only the leading (batch) dimension is smaller (an epoch's last, short batch); else drawn now.
 
-        A prefetched draw of another shape is waited for and dropped, so the generator's sequence
+        A prefetched draw that cannot serve is waited for and dropped, so the generator's sequence
         depends only on the sequence of shapes asked for.
         """
         shape = tuple(int(s) for s in shape)
@@ -77,6 +78,9 @@ class NoiseAhead:
             if want == shape:
                 self.hits += 1
                 return z
+            if len(want) == len(shape) and want[1:] == shape[1:] and len(shape) and shape[0] <= want[0]:
+                self.hits += 1   # i.i.d. rows: the first shape[0] rows are a standard normal of that shape
+                return z[:shape[0]]
         self.misses += 1
         return self._draw(shape)
 

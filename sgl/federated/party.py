@@ -201,7 +201,8 @@ class SplitParty:
                 self.log["defense_seconds"] += time.perf_counter() - t0
                 ch.send(g, p, "grad")
                 if self.noise_ahead is not None:   # the next batch's, drawn while we wait for its activations
-                    self.noise_ahead.prefetch((h.shape[0], h[0].numel()))
+                    # at most a full batch: a shorter one takes the first rows, so no epoch boundary misses
+                    self.noise_ahead.prefetch((max(h.shape[0], self.config.batch_size), h[0].numel()))
             self.optimizer.step()
             loss_value = float(loss.detach())
             self.log["losses"].append(loss_value)
