@@ -72,6 +72,9 @@ def postgres_url():
     if url:
         yield url
         return
+    if not os.environ.get("SGL_SLOW_TESTS"):
+        pytest.skip("starts a throw-away PostgreSQL server (~50 s): run `make test-postgres`, or set "
+                    "SGL_SLOW_TESTS=1 or SGL_TEST_POSTGRES_URL")
     bin_dir = _postgres_bin()
     if bin_dir is None:
         pytest.skip("no PostgreSQL binaries (initdb, pg_ctl, createdb); install Debian's postgresql package "

@@ -46,6 +46,8 @@ def test_tp_group_migrates_to_an_uneven_pipeline_without_changing_training():
     _assert_same_training(reports, cfg)
 
 
+@pytest.mark.skipif(not os.environ.get("SGL_SLOW_TESTS"),
+                    reason="2 processes, ~10 s; the migration test covers the runtime in the default suite; set SGL_SLOW_TESTS=1 to run")
 def test_uneven_micro_batches_with_a_measured_straggler_replan():
     # two DP pipelines with 1 and 3 micro-batches; rank 1 is injected 4x slower, its rate is
     # measured from the step timings (a loaded CPU blurs it, hence the loose bound) and the

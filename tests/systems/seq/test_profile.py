@@ -1,5 +1,6 @@
 """Machine profile (``sgl plan calibrate``): fits, file round trip, bad files, planners driven by it, CLI."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -175,6 +176,8 @@ def test_profile_drives_the_planners_and_predicts_their_steps(profile):
     assert planner.plan(rates).step_ms < planner.oblivious(rates).step_ms
 
 
+@pytest.mark.skipif(not os.environ.get("SGL_SLOW_TESTS"),
+                    reason="times the machine, ~10 s; the profile round trip is tested without it; set SGL_SLOW_TESTS=1 to run")
 def test_cli_calibrate_quick_writes_a_loadable_profile(tmp_path, capsys):
     out = tmp_path / "machine.json"
     assert main(["plan", "calibrate", "--out", str(out), "--quick"]) == 0
