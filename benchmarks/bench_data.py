@@ -27,7 +27,9 @@ Parts (``--part``, default all that are built):
   (:func:`sgl.systems.data.lobra_measure.measure_lobra`, :func:`sgl.systems.data.spindle_measure.measure_spindle`):
   measured step time of each plan against the static / baseline plans on the same batches, the
   measured and the modelled ratio, and predicted vs measured step time per plan with the cost
-  model calibrated on this machine (about a minute each on 2 cores).
+  model calibrated on this machine (about a minute each on 2 cores); ``--arch hf-llama`` (default) runs
+  LobRA's adapters on a Hugging Face Llama base and Spindle with a Llama LM tower, ``--arch tiny`` the
+  TinyLM paths; ``--measure-dynamic`` adds LobRA's dynamic plan executed step by step.
 * ``lm`` — one tiny Llama (``transformers``, from scratch) per (method, seed) trained on the
   sections packed into ``--window`` BPE-token contexts for the same number of real tokens;
   validation perplexity at positions >= ``--long-from`` of whole articles and on short
@@ -36,8 +38,8 @@ Parts (``--part``, default all that are built):
     python benchmarks/bench_data.py --root ../shared/datasets --part pack
     python benchmarks/bench_data.py --root ../shared/datasets --part lm --seeds 3 --train-tokens 150000
     python benchmarks/bench_data.py --root ../shared/datasets --json data_bench.json
-    python benchmarks/bench_data.py --root ../shared/datasets --part lobra --measure
-    python benchmarks/bench_data.py --part spindle --measure
+    python benchmarks/bench_data.py --root ../shared/datasets --part lobra --measure --arch hf-llama --measure-dynamic
+    python benchmarks/bench_data.py --part spindle --measure --arch hf-llama
     # one study split over processes (seeds or methods each), rows saved after every run, then merged:
     python benchmarks/bench_data.py --part lm --seeds 1 --seed-start 2 --lm-json s2.json ...
     python benchmarks/bench_data.py --lm-tables s0.json,s1.json,s2.json
@@ -316,25 +318,31 @@ def bench_spindle(devices_list=(8, 16, 32, 64)) -> dict:
     return out
 
 
-def bench_lobra_measured(root: str, world: int, steps: int, max_len: int, mixes_only=None) -> dict:
+def bench_lobra_measured(root: str, world: int, steps: int, max_len: int, mixes_only=None, arch: str = "hf-llama",
+                         dynamic: bool = False) -> dict:
     """LobRA's plan executed on ``world`` processes (issue 39): measured vs predicted, against every static set."""
     from sgl.systems.data.lobra_measure import measure_lobra
+
+    base = {"tiny": "TinyLM 2x64", "hf-llama": "Hugging Face LlamaForCausalLM 2x64 (q_proj/v_proj adapted)"}[arch]
 
     tasks = _lobra_tasks(root)
     mixes = {name: {k: max(1, n * world // 16) for k, n in mix.items()} for name, mix in LOBRA_MIXES.items()
              if mixes_only is None or name in mixes_only}
-    print(f"\nLobRA measured on {world} processes (gloo, 1 thread each; TinyLM 2x64 + 3 rank-8 LoRA adapters, "
+    print(f"\nLobRA measured on {world} processes (gloo, 1 thread each; {base} + 3 rank-8 LoRA adapters, "
           f"frozen base; packed micro-batches), {steps} timed steps per plan after a warm-up (plans interleaved, "
           f"median step); real lengths drawn per step and scaled so the longest drawn is {max_len} tokens (min 4). "
           "Cost model calibrated on this machine: the workers time LoRA fwd+bwd micro-batches at once and fit "
           "t = a·ΣL² + b·ΣL + c (ms); a d-process replica is priced a/d, b/d; predicted = the planner's step_time "
           "+ α per collective (α = a measured small all-reduce). LobRA's replicas: its MILP on 3 calibration "
-          "steps of another seed. Timings under whatever load the machine has.\n")
+          "steps of another seed."
+          + (" Plan 'dynamic': the replica set re-chosen before every step (greedy, free switches) among every "
+             "static set, starting from LobRA's." if dynamic else "")
+          + " Timings under whatever load the machine has.\n")
     print("| mix (per step) | plan | LobRA | homogeneous | predicted ms | measured ms | \\|pred − meas\\| / meas |\n"
           "|---|---|---|---|---|---|---|")
     out = {}
     for name, mix in mixes.items():
-        r = measure_lobra(tasks, mix, steps=steps, world=world, max_len=max_len)
+        r = measure_lobra(tasks, mix, steps=steps, world=world, max_len=max_len, arch=arch, dynamic=dynamic)
         out[name] = r
         for label, v in r["plans"].items():
             print(f"| {name} ({', '.join(f'{n} {k}' for k, n in mix.items())}) | {label} | "
@@ -348,13 +356,15 @@ def bench_lobra_measured(root: str, world: int, steps: int, max_len: int, mixes_
     return out
 
 
-def bench_spindle_measured(world: int, steps: int, rows: int) -> dict:
+def bench_spindle_measured(world: int, steps: int, rows: int, arch: str = "hf-llama") -> dict:
     """Spindle's plan executed on ``world`` processes (issue 39) vs one big pipeline and an even split."""
     from sgl.systems.data.spindle_measure import measure_spindle
 
-    r = measure_spindle(world=world, rows=rows, steps=steps)
+    r = measure_spindle(world=world, rows=rows, steps=steps, arch=arch)
+    tower = {"tiny": "2-layer Transformer encoder backbone",
+             "hf-llama": "2-layer Hugging Face Llama LM tower (LlamaDecoderLayer, rotary, causal)"}[arch]
     print(f"\nSpindle measured on {world} processes (gloo, 1 thread each): tasks vqa (vision conv + text "
-          f"Transformer encoders) and asr (1-D conv audio encoder), each with a 2-layer Transformer backbone and a "
+          f"Transformer encoders) and asr (1-D conv audio encoder), each with a {tower} and a "
           f"head; {rows} rows per task; {steps} timed steps per plan after a warm-up (plans interleaved, median "
           f"step). Curves calibrated on this machine (every operator's fwd+bwd on ⌈B/g⌉ rows, all workers at "
           f"once), link {r['link_gbps'] * 1e3:.0f} MB/s (one operator output sent between workers), "
@@ -432,6 +442,10 @@ def main() -> None:
     parser.add_argument("--measure-max-len", type=int, default=256,
                         help="--measure lobra: the longest drawn sequence is scaled to this many tokens")
     parser.add_argument("--measure-rows", type=int, default=64, help="--measure spindle: rows per task")
+    parser.add_argument("--arch", default="hf-llama", choices=("tiny", "hf-llama"),
+                        help="--measure: the LoRA base (lobra) / the shared LM tower (spindle)")
+    parser.add_argument("--measure-dynamic", action="store_true",
+                        help="--measure lobra: also execute the dynamic plan (replica set re-chosen every step)")
     parser.add_argument("--devices", default="16", help="lobra part: GPUs, comma-separated (e.g. 16,32,64)")
     parser.add_argument("--window", type=int, default=2048, help="pack part: tokens (words) per window")
     parser.add_argument("--repeats", type=int, default=3)
@@ -474,10 +488,11 @@ def main() -> None:
         mixes = None if args.lobra_mixes is None else args.lobra_mixes.split(",")
         if args.part in ("all", "lobra"):
             out["lobra_measured"] = bench_lobra_measured(args.root, args.measure_world, args.measure_steps,
-                                                         args.measure_max_len, mixes or ["long-heavy"])
+                                                         args.measure_max_len, mixes or ["long-heavy"], args.arch,
+                                                         args.measure_dynamic)
         if args.part in ("all", "spindle"):
             out["spindle_measured"] = bench_spindle_measured(args.measure_world, args.measure_steps,
-                                                             args.measure_rows)
+                                                             args.measure_rows, args.arch)
         if args.json:
             Path(args.json).write_text(json.dumps(out, indent=2, default=float))
         return

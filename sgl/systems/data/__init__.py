@@ -19,8 +19,11 @@
   (per-step reconfiguring plan);
 * plans executed on processes (import torch, so loaded on first use): :mod:`~sgl.systems.data.lobra_runtime`
   (replica sets with per-task adapters, per-step dispatch, per-adapter gradient groups),
+  :mod:`~sgl.systems.data.lobra_models` (the LoRA-wrapped TinyLM or Hugging Face Llama base),
+  :mod:`~sgl.systems.data.lobra_dynamic_run` (the dynamic plan re-planned and executed step by step),
   :mod:`~sgl.systems.data.lobra_measure` (:func:`measure_lobra`), :mod:`~sgl.systems.data.spindle_model`
-  (a multi-task multi-modal model with real encoders), :mod:`~sgl.systems.data.spindle_runtime` (the
+  (a multi-task multi-modal model with real encoders; :mod:`~sgl.systems.data.spindle_hf` its Hugging Face
+  Llama LM tower), :mod:`~sgl.systems.data.spindle_runtime` (the
   wavefront schedule on processes), :mod:`~sgl.systems.data.spindle_measure` (:func:`measure_spindle`).
 
 >>> from sgl.systems.data import PackConfig, pack_documents
@@ -61,14 +64,16 @@ __all__ = ["PackConfig", "PackResult", "PACK_METHODS", "pack_documents", "pack_a
            "exact_mapping", "mapping_cost",
            "LobraStep", "LobraRuntime", "plan_step", "replica_layout", "measure_lobra", "MultiModalModel",
            "spindle_dag", "ExecPlan", "SpindleRuntime", "spindle_exec_plan", "big_pipeline_plan", "even_split_plan",
-           "measure_spindle"]
+           "measure_spindle", "build_lora_base", "DynamicLobraPlanner", "run_dynamic", "LlamaTower"]
 
 #: names whose modules import torch: loaded on first access so ``import sgl.systems.data`` stays light
 _LAZY = {"LobraStep": "lobra_runtime", "LobraRuntime": "lobra_runtime", "plan_step": "lobra_runtime",
          "replica_layout": "lobra_runtime", "measure_lobra": "lobra_measure", "MultiModalModel": "spindle_model",
          "spindle_dag": "spindle_model", "ExecPlan": "spindle_runtime", "SpindleRuntime": "spindle_runtime",
          "spindle_exec_plan": "spindle_runtime", "big_pipeline_plan": "spindle_runtime",
-         "even_split_plan": "spindle_runtime", "measure_spindle": "spindle_measure"}
+         "even_split_plan": "spindle_runtime", "measure_spindle": "spindle_measure",
+         "build_lora_base": "lobra_models", "DynamicLobraPlanner": "lobra_dynamic_run",
+         "run_dynamic": "lobra_dynamic_run", "LlamaTower": "spindle_hf"}
 
 
 def __getattr__(name: str):

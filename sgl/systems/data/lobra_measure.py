@@ -6,7 +6,8 @@ calibrates LobRA's cost model on this machine and runs every plan with
 :class:`~sgl.systems.data.lobra_runtime.LobraRuntime` on ``world`` spawned processes:
 
 * **calibration**: the ``world`` workers at once (one thread each, the load of the real run) time
-  forward + backward of the LoRA-wrapped :class:`~sgl.systems.runtime.tiny_lm.TinyLM` on
+  forward + backward of the LoRA-wrapped base (``arch="tiny"``: :class:`~sgl.systems.runtime.tiny_lm.TinyLM`;
+  ``"hf-llama"``: a Hugging Face ``LlamaForCausalLM`` of the same shapes) on
   micro-batches of several shapes and fit ``t = a·Σ L² + b·Σ L + c`` (ms, least squares, averaged
   over the workers), and time a small all-reduce (``α``, ms); a replica of ``d`` processes (data
   parallel inside) is priced ``a/d, b/d`` with the same ``c`` — the pool LobRA's MILP plans over;
@@ -39,21 +40,18 @@ from sgl.errors import PlanError
 __all__ = ["cpu_lora_pool", "calibrate_lora_cost", "measure_lobra", "scaled_steps"]
 
 
-def _model(cfg, tasks: int, rank: int, seed: int):
-    from sgl.systems.data.lora import add_multi_lora
-    from sgl.systems.runtime.tiny_lm import TinyLM
+def _model(cfg, tasks: int, rank: int, seed: int, arch: str = "tiny"):
+    from sgl.systems.data.lobra_models import build_lora_base
 
-    torch.manual_seed(seed)
-    model = TinyLM(cfg)
-    add_multi_lora(model, tasks, rank, target_modules=("q", "v"))
-    return model
+    return build_lora_base(cfg, tasks, rank, arch=arch, seed=seed, targets=("q", "v"))
 
 
-def calibrate_lora_cost(cfg, tasks: int = 3, rank: int = 8, max_len: int = 256, repeats: int = 2) -> Dict[str, float]:
+def calibrate_lora_cost(cfg, tasks: int = 3, rank: int = 8, max_len: int = 256, repeats: int = 2,
+                        arch: str = "tiny") -> Dict[str, float]:
     """``{a, b, c}`` (ms) of ``t = a·ΣL² + b·ΣL + c`` for one LoRA micro-batch fwd+bwd on this process."""
     from sgl.systems.data.lobra_runtime import micro_batch_backward, task_token_counts
 
-    model = _model(cfg, tasks, rank, 0)
+    model = _model(cfg, tasks, rank, 0, arch)
     g = torch.Generator().manual_seed(0)
     shapes = [[max_len], [max_len // 2], [max_len // 4] * 2, [max_len // 8] * 4, [16] * 8, [8], [max_len // 2] * 2]
     rows, times = [], []
@@ -118,14 +116,16 @@ def _alpha_ms(rounds: int = 20) -> float:
     return float(np.median(times))
 
 
-def _calibrate_worker(rank: int, world: int, cfg, tasks: int, lora_rank: int, max_len: int) -> Dict[str, float]:
+def _calibrate_worker(rank: int, world: int, cfg, tasks: int, lora_rank: int, max_len: int,
+                      arch: str = "tiny") -> Dict[str, float]:
     torch.set_num_threads(1)
-    cost = calibrate_lora_cost(cfg, tasks, lora_rank, max_len)  # every rank at once: the load of the real run
+    cost = calibrate_lora_cost(cfg, tasks, lora_rank, max_len, arch=arch)  # all ranks at once: the real load
     cost["alpha"] = _alpha_ms()
     return cost
 
 
-def _worker(rank: int, world: int, cfg, tasks: int, lora_rank: int, runs: list, seed: int) -> Dict[str, List[float]]:
+def _worker(rank: int, world: int, cfg, tasks: int, lora_rank: int, runs: list, seed: int,
+            arch: str = "tiny") -> Dict[str, List[float]]:
     from sgl import comm
     from sgl.systems.data.lobra_runtime import LobraRuntime
 
@@ -133,9 +133,9 @@ def _worker(rank: int, world: int, cfg, tasks: int, lora_rank: int, runs: list, 
     out: Dict[str, list] = {}
     state = []
     for label, steps in runs:
-        model = _model(cfg, tasks, lora_rank, seed)
+        model = _model(cfg, tasks, lora_rank, seed, arch)
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
-        state.append((label, steps, LobraRuntime(model, tasks), opt))
+        state.append((label, steps, LobraRuntime(model, tasks, arch=arch), opt))
         out[label], out[label + "/parts"] = [], []
     # plans interleaved step by step, so a load spike on the machine hits every plan alike; step 0 warms up
     for k in range(len(runs[0][1]) + 1):
@@ -157,10 +157,36 @@ def _work(pool, rep, planned, lens) -> dict:
     return {key: [[int(lens[i]) for i in mb] for mb in mbs] for key, mbs in zip(keys, planned.work)}
 
 
+def _dynamic_run(pool, sets, lobra, bounds, world, lengths, owners, seqs, tasks, cost) -> tuple:
+    """The dynamic plan's steps (planned here, as the static ones) and its predicted step time."""
+    from sgl.systems.data.lobra import step_time
+    from sgl.systems.data.lobra_dynamic_run import DynamicLobraPlanner
+    from sgl.systems.data.lobra_runtime import collectives_per_step
+
+    planner = DynamicLobraPlanner(pool, sets, bounds, world=world, start=lobra, microbatch="bucket")
+    planned, preds = [], []
+    for lens, o in zip(lengths, owners):
+        index, step = planner.next(lens)
+        rep = planner.sets[index]
+        planned.append((step, o))
+        preds.append(step_time(pool, _work(pool, rep, step, lens)) + cost["alpha"] * collectives_per_step(
+            step, o, lens, tasks, world) + cost["step_ms"])
+    row = {"replicas": [planner.sets[i] for i in planner.choices], "lobra": False, "homogeneous": False,
+           "predicted_ms": float(np.median(preds)),
+           "run": [(p, s, o.tolist()) for (p, o), s in zip(planned, seqs)]}
+    return "dynamic", row
+
+
 def measure_lobra(task_lengths: Dict[str, np.ndarray], mix: Dict[str, int], *, steps: int = 4, world: int = 2,
                   max_len: int = 256, cfg: Any = None, lora_rank: int = 8, seed: int = 0,
-                  timeout: float = 170.0) -> Dict[str, Any]:
-    """Every replica set of ``world`` processes (LobRA's MILP choice marked) executed on the same steps."""
+                  timeout: float = 170.0, arch: str = "tiny", dynamic: bool = False) -> Dict[str, Any]:
+    """Every replica set of ``world`` processes (LobRA's MILP choice marked) executed on the same steps.
+
+    ``arch`` is the frozen base (``"tiny"`` or ``"hf-llama"``, :func:`~sgl.systems.data.lobra_models.build_lora_base`);
+    with ``dynamic`` the per-step re-planned set (:class:`~sgl.systems.data.lobra_dynamic_run.DynamicLobraPlanner`
+    over every static set, starting from LobRA's, free switches) runs beside them as plan ``"dynamic"``.
+    """
+    from sgl.systems.data.lobra_models import lora_targets
     from sgl import comm
     from sgl.systems.data.lobra import bucketize_lengths, homogeneous_replicas, plan_replicas, step_time
     from sgl.systems.data.lobra_runtime import collectives_per_step, plan_step
@@ -170,7 +196,8 @@ def measure_lobra(task_lengths: Dict[str, np.ndarray], mix: Dict[str, int], *, s
     check_int(world, "world", minimum=1, error=PlanError)
     cfg = cfg or TransformerConfig("lobra-measure", 2, 64, 4, 128, 256, max_len)
     tasks = sum(1 for k in mix if mix[k] > 0)
-    fits = comm.spawn(_calibrate_worker, world, cfg, tasks, lora_rank, max_len, timeout=timeout)
+    lora_targets(arch)  # a bad arch fails here, before any process starts
+    fits = comm.spawn(_calibrate_worker, world, cfg, tasks, lora_rank, max_len, arch, timeout=timeout)
     cost = {k: float(np.mean([f[k] for f in fits])) for k in fits[0]}
     pool = cpu_lora_pool(cost, world, 2 * max_len)
     bounds = [max_len // 8, max_len // 4, max_len // 2, max_len]
@@ -194,7 +221,7 @@ def measure_lobra(task_lengths: Dict[str, np.ndarray], mix: Dict[str, int], *, s
                  for p, o, lens in zip(cal_plans, calib_owners, calib)]
     cal_meas = comm.spawn(_worker, world, cfg, tasks, lora_rank,
                           [("calibration", [(p, s, o.tolist()) for p, s, o in zip(cal_plans, cal_seqs, calib_owners)])],
-                          seed, timeout=timeout)
+                          seed, arch, timeout=timeout)
     cal_ms = [max(r["calibration"][k] for r in cal_meas) for k in range(len(calib))]
     cost["step_ms"] = max(0.0, float(np.median([m - p for m, p in zip(cal_ms, cal_model)])))
     runs, info = [], {}
@@ -208,7 +235,10 @@ def measure_lobra(task_lengths: Dict[str, np.ndarray], mix: Dict[str, int], *, s
                        "predicted_ms": float(np.median([step_time(pool, w) + cost["alpha"] * n + cost["step_ms"]
                                                         for w, n in zip(work, colls)]))}
         runs.append((label, [(p, s, o.tolist()) for p, s, o in zip(planned, seqs, owners)]))
-    measured = comm.spawn(_worker, world, cfg, tasks, lora_rank, runs, seed, timeout=timeout)
+    if dynamic:
+        label, info["dynamic"] = _dynamic_run(pool, sets, lobra, bounds, world, lengths, owners, seqs, tasks, cost)
+        runs.append((label, info["dynamic"].pop("run")))
+    measured = comm.spawn(_worker, world, cfg, tasks, lora_rank, runs, seed, arch, timeout=timeout)
     for label in info:
         ms = float(np.median([max(r[label][k] for r in measured) for k in range(steps)]))
         info[label]["compute_ms"] = float(np.median([max(r[label + "/parts"][k][0] for r in measured)
@@ -217,8 +247,9 @@ def measure_lobra(task_lengths: Dict[str, np.ndarray], mix: Dict[str, int], *, s
         info[label]["error"] = abs(info[label]["predicted_ms"] - ms) / ms
     lobra_label = next(k for k, v in info.items() if v["lobra"])
     homo_label = next(k for k, v in info.items() if v["homogeneous"])
-    best_static = min(info, key=lambda k: info[k]["measured_ms"])
+    best_static = min((k for k in info if k != "dynamic"), key=lambda k: info[k]["measured_ms"])
     return {"cost_ms": cost, "scale": scale, "max_len": max_len, "steps": steps, "world": world, "plans": info,
+            "arch": arch,
             "lobra": lobra_label, "homogeneous": homo_label, "best_static": best_static,
             "measured_ratio": info[homo_label]["measured_ms"] / info[lobra_label]["measured_ms"],
             "modelled_ratio": info[homo_label]["predicted_ms"] / info[lobra_label]["predicted_ms"],

@@ -163,10 +163,13 @@ def micro_batch_backward(model: torch.nn.Module, seqs: Sequence[torch.Tensor], t
     """One micro-batch packed with ``cu_seqlens`` (no padding), forward and backward; task ``t`` weighs ``1/N_t``.
 
     The sequences are concatenated; attention is the per-document causal varlen attention of
-    :func:`~sgl.systems.seq.sp_block.sequence_parallel_lm` (``"local"``), and every token routes
-    through its sequence's adapter, so the result equals running each sequence alone.
+    :func:`~sgl.systems.seq.sp_block.sequence_parallel_lm` (``"local"``) for a TinyLM, of
+    :func:`~sgl.systems.seq.hf_varlen.hf_varlen_lm` (the model's own layers, per-document positions)
+    for a Hugging Face Llama, and every token routes through its sequence's adapter, so the result
+    equals running each sequence alone.
     """
     from sgl.systems.data.lora import set_adapters
+    from sgl.systems.seq.hf_varlen import hf_varlen_lm
     from sgl.systems.seq.sp_block import sequence_parallel_lm
     from sgl.systems.seq.varlen import cu_seqlens
 
@@ -176,7 +179,10 @@ def micro_batch_backward(model: torch.nn.Module, seqs: Sequence[torch.Tensor], t
     cu = cu_seqlens(lengths).to(device)
     owner = torch.repeat_interleave(torch.tensor([int(t) for t in tasks], dtype=torch.long, device=device), lengths)
     set_adapters(model, owner)
-    logits = sequence_parallel_lm(model, tokens, cu, "local")[:-1]
+    if hasattr(model, "blocks"):
+        logits = sequence_parallel_lm(model, tokens, cu, "local")[:-1]
+    else:
+        logits = hf_varlen_lm(model, tokens, cu)[:-1]
     pos = torch.arange(1, tokens.numel(), device=device)
     valid = ~torch.isin(pos, cu[1:])                   # a sequence's last token predicts nothing
     token = F.cross_entropy(logits, tokens[1:], reduction="none") * valid
@@ -189,8 +195,10 @@ def micro_batch_backward(model: torch.nn.Module, seqs: Sequence[torch.Tensor], t
 class LobraRuntime:
     """Runs LobRA steps on this process: forward/backward of its share, per-adapter gradient reduction.
 
-    ``model`` is a frozen base (e.g. :class:`~sgl.systems.runtime.tiny_lm.TinyLM`) whose target linears
-    were replaced by :func:`~sgl.systems.data.lora.add_multi_lora`; ``model(ids)`` returns logits.
+    ``model`` is a frozen base, :class:`~sgl.systems.runtime.tiny_lm.TinyLM` or a Hugging Face
+    ``LlamaForCausalLM`` (:func:`~sgl.systems.data.lobra_models.build_lora_base`), whose target linears
+    were replaced by :func:`~sgl.systems.data.lora.add_multi_lora`; ``arch`` (optional, ``"tiny"`` or
+    ``"hf-llama"``) asserts which.
 
     >>> import torch
     >>> from sgl.systems.data.lora import add_multi_lora
@@ -208,9 +216,15 @@ class LobraRuntime:
     True
     """
 
-    def __init__(self, model: torch.nn.Module, num_tasks: int) -> None:
+    def __init__(self, model: torch.nn.Module, num_tasks: int, arch: Optional[str] = None) -> None:
         from sgl.systems.data.lora import MultiLoRALinear
+        from sgl.systems.seq.executor import varlen_arch
 
+        found = varlen_arch(model)
+        if arch is not None and arch != found:
+            raise PlanError(f"arch={arch!r} but the model is {type(model).__name__} ({found!r}); build it with "
+                            f"build_lora_base(..., arch={arch!r}) or pass arch={found!r}")
+        self.arch = found
         self.model = model
         self.num_tasks = int(num_tasks)
         self.layers = [m for m in model.modules() if isinstance(m, MultiLoRALinear)]

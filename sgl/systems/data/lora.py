@@ -65,8 +65,14 @@ class MultiLoRALinear(nn.Module):
         ids = self.adapter_ids.to(x.device)
         if ids.numel() == 1 and x.shape[0] != 1:
             ids = ids.expand(x.shape[0])
+        if x.dim() > 2 and ids.numel() != x.shape[0] and ids.numel() == x.shape[:-1].numel():
+            # one id per token (a packed [1, T, in] micro-batch of a Hugging Face decoder): each token is a row
+            return self._routed(x.reshape(-1, 1, x.shape[-1]), ids).reshape(*x.shape[:-1], -1)
         if ids.numel() != x.shape[0]:
             raise ConfigError(f"{ids.numel()} adapter ids for a batch of {x.shape[0]} samples")
+        return self._routed(x, ids)
+
+    def _routed(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         a, b = self.lora_A[ids], self.lora_B[ids]                  # [N, r, in], [N, out, r]
         flat = x.reshape(x.shape[0], -1, x.shape[-1])               # [N, S, in]
         delta = torch.bmm(torch.bmm(flat, a.transpose(1, 2)), b.transpose(1, 2))

@@ -94,17 +94,23 @@ def _run_worker(rank: int, world: int, spec: Dict[str, Any], seed: int, plans: l
 
 def measure_spindle(tasks: Sequence = (("vqa", ("vision", "text"), 4), ("asr", ("audio",), 8)), *, world: int = 2,
                     rows: int = 64, steps: int = 3, hidden: int = 64, seed: int = 0,
-                    timeout: float = 170.0) -> Dict[str, Any]:
-    """Spindle's plan, one big pipeline and an even split executed on ``world`` processes; see the module doc."""
+                    timeout: float = 170.0, arch: str = "tiny") -> Dict[str, Any]:
+    """Spindle's plan, one big pipeline and an even split executed on ``world`` processes; see the module doc.
+
+    ``arch`` is the shared LM tower: ``"tiny"`` (Transformer encoder layers) or ``"hf-llama"`` (a tiny
+    Hugging Face Llama's decoder layers, :class:`~sgl.systems.data.spindle_hf.LlamaTower`).
+    """
     from sgl import comm
     from sgl.systems.data.spindle import SpindleConfig, SpindlePlanner, big_pipeline, even_split
-    from sgl.systems.data.spindle_model import MultiModalModel, spindle_dag
+    from sgl.systems.data.spindle_model import SPINDLE_ARCHS, MultiModalModel, spindle_dag
     from sgl.systems.data.spindle_runtime import big_pipeline_plan, even_split_plan, spindle_exec_plan
 
     check_int(world, "world", minimum=2, error=PlanError)
     check_int(steps, "steps", minimum=1, error=PlanError)
     spec = {"rows": int(rows), "model": {"tasks": tuple(tasks), "hidden": hidden, "query_tokens": 8, "text_len": 32,
-                                         "image_size": 32, "audio_len": 4096}}
+                                         "image_size": 32, "audio_len": 4096, "arch": arch}}
+    if arch not in SPINDLE_ARCHS:  # before any process starts
+        raise PlanError(f"unknown backbone arch {arch!r}; choose one of {list(SPINDLE_ARCHS)}")
     cal = comm.spawn(_calibrate_worker, world, spec, seed, timeout=timeout)
     names = list(cal[0]["curves"])
     curves = {op: (cal[0]["curves"][op][0], tuple(float(np.mean([c["curves"][op][1][j] for c in cal]))
@@ -136,6 +142,6 @@ def measure_spindle(tasks: Sequence = (("vqa", ("vision", "text"), 4), ("asr", (
         if name in rows_out:
             rows_out[name]["measured_ratio"] = rows_out[name]["measured_ms"] / spin["measured_ms"]
             rows_out[name]["modelled_ratio"] = rows_out[name]["predicted_ms"] / spin["predicted_ms"]
-    return {"world": world, "rows": rows, "steps": steps, "link_gbps": gbps, "alpha_ms": alpha * 1e3,
+    return {"world": world, "rows": rows, "steps": steps, "link_gbps": gbps, "alpha_ms": alpha * 1e3, "arch": arch,
             "curves_ms": {op: [round(t * 1e3, 2) for t in c[1]] for op, c in curves.items()},
             "plans": rows_out, "median_error": float(np.median([r["error"] for r in rows_out.values()]))}

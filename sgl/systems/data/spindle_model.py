@@ -6,7 +6,9 @@ Per task ``t`` with modalities ``M_t`` and ``C_t`` classes, every operator owns 
   + linear, ``text`` an embedding + one Transformer encoder layer + mean pool, ``audio`` a 2-layer
   strided Conv1d + mean pool + linear;
 * backbone ``t.llm``: each encoder output becomes ``q`` tokens (``Linear(H, q·H)``), two Transformer
-  encoder layers run over the ``|M_t|·q`` tokens, mean pool → ``[rows, H]``;
+  encoder layers run over the ``|M_t|·q`` tokens, mean pool → ``[rows, H]`` (``arch="tiny"``); with
+  ``arch="hf-llama"`` the layers are a tiny Hugging Face Llama's decoder layers (rotary, causal,
+  SwiGLU) and its final RMSNorm, :class:`~sgl.systems.data.spindle_hf.LlamaTower`;
 * head ``t.head``: ``Linear(H, C_t)``, its loss ``(1 / B_t) Σ_rows CE`` (the task's mean).
 
 The step loss is ``L = Σ_t mean_rows CE_t``. Every operator maps rows to rows, so an operator can
@@ -33,11 +35,13 @@ import torch.nn.functional as F
 
 from sgl.errors import PlanError
 
-__all__ = ["MultiModalModel", "synthetic_batch", "spindle_dag", "calibrate_curves", "DEFAULT_TASKS"]
+__all__ = ["MultiModalModel", "synthetic_batch", "spindle_dag", "calibrate_curves", "DEFAULT_TASKS", "SPINDLE_ARCHS"]
 
 #: (task, modalities, classes): two tasks, three modalities
 DEFAULT_TASKS = (("vqa", ("vision", "text"), 4), ("asr", ("audio",), 8))
 MODALITIES = ("vision", "text", "audio")
+#: backbone implementations: the TinyLM-style encoder layers, or Hugging Face Llama decoder layers
+SPINDLE_ARCHS = ("tiny", "hf-llama")
 
 
 class _Vision(nn.Module):
@@ -90,10 +94,13 @@ class MultiModalModel(nn.Module):
 
     def __init__(self, tasks: Sequence[Tuple[str, Sequence[str], int]] = DEFAULT_TASKS, hidden: int = 32,
                  query_tokens: int = 8, backbone_layers: int = 2, vocab: int = 128, text_len: int = 16,
-                 image_size: int = 16, audio_len: int = 1024) -> None:
+                 image_size: int = 16, audio_len: int = 1024, arch: str = "tiny") -> None:
         super().__init__()
         if not tasks:
             raise PlanError("the multi-modal model needs at least one task")
+        if arch not in SPINDLE_ARCHS:
+            raise PlanError(f"unknown backbone arch {arch!r}; choose one of {list(SPINDLE_ARCHS)}")
+        self.arch = arch
         self.tasks = [(str(n), tuple(m), int(c)) for n, m, c in tasks]
         self.hidden, self.vocab, self.text_len = hidden, vocab, text_len
         self.image_size, self.audio_len = image_size, audio_len
@@ -106,10 +113,17 @@ class MultiModalModel(nn.Module):
                 self.ops[f"{name}__{m}"] = (_Vision(hidden) if m == "vision" else _Text(hidden, vocab)
                                            if m == "text" else _Audio(hidden))
                 self.inputs[f"{name}.{m}"] = []
-            self.ops[f"{name}__llm"] = _Backbone(hidden, len(modalities), query_tokens, backbone_layers)
+            self.ops[f"{name}__llm"] = self._backbone(len(modalities), query_tokens, backbone_layers)
             self.inputs[f"{name}.llm"] = [f"{name}.{m}" for m in modalities]
             self.ops[f"{name}__head"] = nn.Linear(hidden, classes)
             self.inputs[f"{name}.head"] = [f"{name}.llm"]
+
+    def _backbone(self, inputs: int, query_tokens: int, layers: int) -> nn.Module:
+        if self.arch == "tiny":
+            return _Backbone(self.hidden, inputs, query_tokens, layers)
+        from sgl.systems.data.spindle_hf import LlamaTower
+
+        return LlamaTower(self.hidden, inputs, query_tokens, layers)
 
     def op_names(self) -> List[str]:
         """Operator names ``task.kind`` in a topological order (modules are keyed ``task__kind``)."""
