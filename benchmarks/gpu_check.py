@@ -317,6 +317,27 @@ def check_memo_offload(device: str) -> str:
             f"(x{memo_s / plain_s:.2f}); {flops / memo_s / 1e12:.2f} TFLOP/s{mfu}")
 
 
+def check_lora_int4(device: str) -> str:
+    """LoRA-Inlaid's packed int4 base (log12 scales) on the device: the decoded weight equals GPTQ's and the CPU's."""
+    import torch.nn.functional as F
+
+    from sgl.systems.serving.lora import Int4Linear, gptq_codes
+
+    g = torch.Generator().manual_seed(0)
+    w, x = torch.randn(256, 512, generator=g), torch.randn(512, 1024, generator=g)
+    r = gptq_codes(w.to(device), (x @ x.T / 1024).to(device), bits=4, group_size=32)
+    lin = Int4Linear.from_codes(r.codes, r.scales, r.zeros, 32, scale_format="log12", scale_base=r.scale_base,
+                                scale_step=r.scale_step)
+    assert lin.qweight.device.type == torch.device(device).type
+    assert torch.equal(lin.dequantize(), r.dequantized.float())
+    assert torch.equal(lin.to("cpu").dequantize(), r.dequantized.float().cpu())
+    inp = torch.randn(8, 512, device=device)
+    gap = float((lin.to(device)(inp) - F.linear(inp, r.dequantized.float())).abs().max())
+    assert gap < 1e-4, gap
+    bf16 = w.numel() * 2
+    return f"decode exact on {device} and CPU; {bf16 / lin.nbytes():.2f}x below bf16 from storage; forward gap {gap:.1e}"
+
+
 def _sync(device: str) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
@@ -327,7 +348,7 @@ CHECKS: Dict[str, Check] = {
     "gamlp": check_gamlp, "sage_minibatch": check_sage_minibatch, "outre": check_outre,
     "deepfm_het": check_deepfm_het, "link": check_link,
     "moe_grouped": check_moe_grouped, "hf_llama_bf16": check_hf_llama_bf16, "pqcache": check_pqcache,
-    "executor_hf": check_executor_hf, "memo_offload": check_memo_offload,
+    "executor_hf": check_executor_hf, "memo_offload": check_memo_offload, "lora_int4": check_lora_int4,
 }
 
 
