@@ -5,10 +5,12 @@
     python benchmarks/bench_serving.py --root ../shared/datasets --only kv --sink 32   # the paper's sinks
     python benchmarks/bench_serving.py --root ../shared/datasets --only kv --kv-train-steps 500 --train-attention sdpa
     python benchmarks/bench_serving.py --root ../shared/datasets --quick --only kvmem lora   # the memory effects
+    python benchmarks/bench_serving.py --root ../shared/datasets --only hetero-exec   # a serving plan executed
 
 Prints ratios measured in this one run. Latencies are wall-clock on this machine (labelled
 "CPU calibration"): rerun on a quiet machine before quoting them. MILP figures are modelled
-(roofline tables from GPU datasheets), not measured.
+(roofline tables from GPU datasheets), not measured; ``hetero-exec`` executes a plan (one process
+per replica, GPU types emulated by calibrated slowdowns) and prints measured beside modelled.
 """
 from __future__ import annotations
 
@@ -18,9 +20,11 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
-from sgl.systems.serving.hetero import best_homogeneous, cheapest_feasible_budget, plan_min_cost, plan_serving
+from sgl.systems.serving.hetero import (DeployConfig, GPUType, ServingProblem, Workload, best_homogeneous,
+                                        cheapest_feasible_budget, plan_min_cost, plan_serving, run_serving_plan)
 from sgl.systems.serving.hetero.tables import GPUSpec, ModelSpec, roofline_problem
 from sgl.systems.serving.kv import METHODS, KVBenchConfig, kv_memory, run_kv_bench
 from sgl.systems.serving.lm import TinyLlamaSpec
@@ -188,13 +192,60 @@ def milp_section(out):
         print(f"{model.name:>9} cheapest feasible budget {floor:.2f} $/h")
 
 
+#: a 2-GPU-type problem where a mixed fleet wins in the model: "small" is cheap but poor on long
+#: requests (an illustrative table, not a profiled one); requests are per unit of the workload
+HETERO_EXEC = dict(gpus=[("big", 3.0, 1), ("small", 1.0, 2)],
+                   throughput={"big": {"short": 20.0, "long": 10.0}, "small": {"short": 10.0, "long": 1.0}},
+                   workloads={"short": 60, "long": 20}, budget=4.0,
+                   shapes={"short": (32, 8), "long": (128, 16)})
+
+
+def hetero_exec_section(args, out):
+    print("\n## Heterogeneous serving plan executed (one process per replica; GPU types emulated by "
+          "calibrated slowdowns of a real tiny-Llama forward on this CPU)")
+    cfg = HETERO_EXEC
+    prob = ServingProblem([GPUType(*g) for g in cfg["gpus"]],
+                          [DeployConfig(g, {g: 1}, thr) for g, thr in cfg["throughput"].items()],
+                          [Workload(w, r) for w, r in cfg["workloads"].items()])
+    mixed = plan_serving(prob, cfg["budget"])
+    gpu, homo = best_homogeneous(prob, cfg["budget"])
+    names = {"mixed": mixed, f"homogeneous-{gpu}": homo}
+    runs, calibrated = {name: [] for name in names}, None
+    for rep in range(args.hetero_repeats):
+        for name, plan in names.items():
+            # the first run calibrates; the rest reuse it, so every run has the same emulated machine
+            run = run_serving_plan(plan, prob, requests=args.hetero_requests, shapes=cfg["shapes"], batch_size=4,
+                                   wait=args.hetero_wait, request_time_s=calibrated)
+            calibrated = run.request_time_s
+            runs[name].append(run)
+            per = ", ".join(f"{r.replica} {r.makespan_s:.2f} s ({sum(map(len, r.served.values()))} req, "
+                            f"{r.compute_s:.2f} s real compute)" for r in run.replicas)
+            print(f"[{rep}] {name:>18} {plan.replicas}: measured makespan {run.makespan_s:.2f} s [{per}] | "
+                  f"modelled here {run.modelled_s:.2f} s (the planner's {plan.makespan_s:.3f} table-s x "
+                  f"{args.hetero_requests}/{sum(cfg['workloads'].values())} requests x K={run.scale_s * 1e3:.1f} ms)")
+    med = {name: float(np.median([r.makespan_s for r in rs])) for name, rs in runs.items()}
+    m, h = med["mixed"], med[f"homogeneous-{gpu}"]
+    first = runs["mixed"][0]
+    print(f"requests {first.requests}, calibrated real s/request "
+          f"{ {w: round(t * 1e3, 2) for w, t in first.request_time_s.items()} } ms (one calibration for all runs)")
+    per_rep = [rh.makespan_s / rm.makespan_s for rm, rh in zip(runs["mixed"], runs[f"homogeneous-{gpu}"])]
+    print(f"speed-up of the mixed fleet over the best single type ({gpu}): measured {h / m:.3f}x (median of "
+          f"{args.hetero_repeats} runs each; per repeat {', '.join(f'{x:.3f}' for x in per_rep)}) | modelled "
+          f"{homo.makespan_s / mixed.makespan_s:.3f}x")
+    print(f"median measured / modelled makespan: mixed {m / first.modelled_s:.3f}, "
+          f"{gpu} {h / runs[f'homogeneous-{gpu}'][0].modelled_s:.3f}")
+    out["hetero_exec"] = {name: [r.to_dict() for r in rs] for name, rs in runs.items()}
+    out["hetero_exec"]["ratio_measured"] = h / m
+    out["hetero_exec"]["ratio_modelled"] = homo.makespan_s / mixed.makespan_s
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", required=True)
     p.add_argument("--quick", action="store_true", help="small models and contexts (a smoke run)")
     p.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "sgl-serving"))
-    p.add_argument("--only", nargs="+", choices=("kv", "kvmem", "students", "lora", "milp"),
-                   default=("kv", "students", "lora", "milp"))
+    p.add_argument("--only", nargs="+", choices=("kv", "kvmem", "students", "lora", "milp", "hetero-exec"),
+                   default=("kv", "students", "lora", "milp", "hetero-exec"))
     p.add_argument("--json", help="also write every figure to this JSON file")
     p.add_argument("--sink", type=int, default=4, help="KV selection: sink tokens (the paper: 32)")
     p.add_argument("--recent-ratio", type=float, default=0.5, help="KV selection: recent share of the budget")
@@ -203,6 +254,12 @@ def main(argv=None) -> int:
                    help="KV selection: train the decoder this many steps instead (a longer-trained model)")
     p.add_argument("--train-attention", choices=("eager", "sdpa"), default="eager",
                    help="attention kernel the decoder trains with (sdpa: faster)")
+    p.add_argument("--hetero-requests", type=int, default=960,
+                   help="hetero-exec: requests executed per plan (split over types as the workload)")
+    p.add_argument("--hetero-repeats", type=int, default=3,
+                   help="hetero-exec: runs of each plan (alternating); the median makespans are compared")
+    p.add_argument("--hetero-wait", choices=("sleep", "busy"), default="busy",
+                   help="hetero-exec: emulated slowdown sleeps (a GPU of its own) or busy-waits (holds the core)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -220,7 +277,8 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         {"kv": lambda: kv_section(args, spec, out), "kvmem": lambda: kv_memory_section(args, spec, out),
          "students": lambda: students_section(args, out),
-         "lora": lambda: lora_section(args, spec, out), "milp": lambda: milp_section(out)}[name]()
+         "lora": lambda: lora_section(args, spec, out), "milp": lambda: milp_section(out),
+         "hetero-exec": lambda: hetero_exec_section(args, out)}[name]()
         print(f"[{name}: {time.perf_counter() - t0:.0f} s]", flush=True)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
     if args.json:
