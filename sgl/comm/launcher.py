@@ -118,6 +118,14 @@ def _child_main(
         results.put((rank, False, (f"{type(exc).__name__}: {exc}", traceback.format_exc(),
                                    type(exc).__name__, str(exc))))
     finally:
+        # Flush the report into the pipe before tearing the process group down: a crash during
+        # teardown (native code at exit) must not cut the message in half, which would leave the
+        # parent blocked reading it and the queue's write lock held for the other ranks.
+        try:
+            results.close()
+            results.join_thread()
+        except Exception:  # noqa: BLE001 -- nothing more to report through it
+            pass
         try:
             shutdown()
         except Exception:  # noqa: BLE001 -- the run's outcome is already reported
