@@ -135,14 +135,13 @@ def bench_tinyscript(root: Path) -> None:
         print(f"{bits:4d} {u:10.4g} {t:11.4g} {t / u:6.3f}")
 
 
-def _lm_rank(rank: int, world: int, root: str, variants: list, steps: int) -> dict:
-    """Train the same TinyLM under DDP with each gradient compressor; losses of rank ``rank``."""
+def _wikitext_lm(root) -> tuple:
+    """The TinyLM setup shared by the TinyScript training parts: the first 200k WikiText-2 words as token
+    ids (train: the first 180k; held-out: 64 windows of 65 after them), the model config, and the loss."""
     import torch.nn.functional as F  # noqa: N812
 
-    from sgl.systems.runtime.tiny_lm import TinyLM, TransformerConfig
-    from sgl.tasks.grad_compress import register_grad_compress
+    from sgl.systems.runtime.tiny_lm import TransformerConfig
 
-    torch.set_num_threads(1)
     words = (Path(root) / "wikitext2" / "train.txt").read_text().split()[:200_000]
     vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
     tokens = torch.tensor([vocab[w] for w in words])
@@ -155,6 +154,16 @@ def _lm_rank(rank: int, world: int, root: str, variants: list, steps: int) -> di
         logits = model(batch[:, :-1])
         return F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
 
+    return train, val, cfg, loss_of
+
+
+def _lm_rank(rank: int, world: int, root: str, variants: list, steps: int) -> dict:
+    """Train the same TinyLM under DDP with each gradient compressor; losses of rank ``rank``."""
+    from sgl.systems.runtime.tiny_lm import TinyLM
+    from sgl.tasks.grad_compress import register_grad_compress
+
+    torch.set_num_threads(1)
+    train, val, cfg, loss_of = _wikitext_lm(root)
     out = {}
     for name, bits in variants:
         torch.manual_seed(0)
@@ -209,23 +218,10 @@ def bench_tinyscript_ddp(root: Path, steps: int) -> None:
 
 def bench_tinyscript_tsplit(root: Path, steps: int) -> None:
     """TSPLIT's stored activations as codes: bytes against float32, final loss against exact storage."""
-    import torch.nn.functional as F  # noqa: N812
-
     from sgl.systems.memory import TSplitBlock
-    from sgl.systems.runtime.tiny_lm import TinyLM, TransformerConfig
+    from sgl.systems.runtime.tiny_lm import TinyLM
 
-    words = (root / "wikitext2" / "train.txt").read_text().split()[:200_000]
-    vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
-    tokens = torch.tensor([vocab[w] for w in words])
-    train, held = tokens[:180_000], tokens[180_000:]
-    cfg = TransformerConfig(name="tiny", vocab_size=len(vocab), hidden_size=64, num_layers=2, num_heads=4,
-                            ffn_hidden_size=128, seq_length=65)
-    val = torch.stack([held[i:i + 65] for i in range(0, held.numel() - 65, 65)][:64])
-
-    def loss_of(model, batch):
-        logits = model(batch[:, :-1])
-        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
-
+    train, val, cfg, loss_of = _wikitext_lm(root)
     variants = [("exact", None)] + [(f"tinyscript-{b}", TinyScriptQuantizer(b, seed=0)) for b in (2, 3, 4, 8)]
     variants += [(f"uniform-{b}", UniformQuantizer(b, seed=0)) for b in (2, 3, 4)]
     print(f"\nTinyLM (2 layers, hidden 64) on WikiText-2 under TSPLIT (attention keep, MLP split:4), {steps} Adam "
