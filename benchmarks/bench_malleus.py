@@ -1,15 +1,19 @@
 """Malleus measured: the straggler-aware plan vs the straggler-oblivious plan, one rank injected 2x slower.
 
-    python benchmarks/bench_malleus.py --measure [--world 2] [--factor 2] [--layouts dp,pp,tp] [--steps 2] [--rounds 3]
+    python benchmarks/bench_malleus.py --measure [--world 2] [--factor 2] [--layouts dp,pp,tp,auto] [--steps 2] \
+        [--rounds 3] [--arch tiny|hf-llama] [--pin]
 
 Each layout runs ``--world`` local gloo processes training ``BENCH_MODEL`` (a 6-layer TinyLM,
 hidden 128, 128 tokens, 12 micro-batches of 2) with rank 0 slowed ``--factor`` times by a busy-wait
 proportional to its measured compute (:func:`sgl.systems.seq.straggler.inject_straggler`).
 Training starts on the oblivious plan (``dp``: one-device pipelines with equal micro-batches;
 ``pp``: one pipeline of one-device stages with equal layers; ``tp``: one TP group of all ranks,
-which Malleus may regroup).  Its step timings (or, with ``--rates probe``, a layer probe on every
+which Malleus may regroup; ``auto``: both sides chosen over every layout, the oblivious one for
+uniform rates).  Its step timings (or, with ``--rates probe``, a layer probe on every
 rank at once) give the rates; Malleus re-plans and migrates the parameters and Adam states live,
-and training continues on the aware plan; then the plans alternate ``--rounds`` times.  Both sides
+and training continues on the aware plan; then the plans alternate in ABBA order for ``--rounds``
+pairs.  For the dp and pp rows a brute-force oracle over every micro-batch / layer split, fed with
+this run's measured per-rank compute, prints the best ratio reachable (the ceiling).  Both sides
 run in the same processes, the same run and the same number of steps; the table prints the median
 measured step times, the measured ratio, the planner's modelled ratio (at the measured and at the
 injected rates) and predicted vs measured step time per plan.  Figures from a loaded shared
@@ -32,8 +36,13 @@ def _row(name, out):
           f"{out['migration']['received_mb']:>7.2f}  {out['measured_rates']}")
     print(f"     rates from the layer probe {out['probe_rates']}, from the oblivious steps {out['step_rates']}; "
           f"re-plan used {out['rates_from']}")
-    print(f"     oblivious: micro-batches {o['micro_batches']} layers {o['layers']}; aware: pipelines "
-          f"{a['pipelines']} micro-batches {a['micro_batches']} layers {a['layers']}")
+    print(f"     oblivious (tp, pp) {o['layout']}: micro-batches {o['micro_batches']} layers {o['layers']}; aware "
+          f"{a['layout']}: pipelines {a['pipelines']} micro-batches {a['micro_batches']} layers {a['layers']}; "
+          f"per-round ratios {[round(x, 3) for x in out['paired_ratios']]}")
+    orc = out["oracle"]
+    if orc:
+        print(f"     oracle ({orc['kind']}): best split {orc['best']} -> ceiling {orc['ceiling']:.2f}x; ours "
+              f"{orc['ours']} -> {orc['ours_at_residue']:.2f}x (residue {orc['residue_ms']:.0f} ms/step)")
 
 
 def main(argv=None):
@@ -41,7 +50,9 @@ def main(argv=None):
     parser.add_argument("--measure", action="store_true", help="run the measured comparison (the only mode)")
     parser.add_argument("--world", type=int, default=2)
     parser.add_argument("--factor", type=float, default=2.0)
-    parser.add_argument("--layouts", default="dp,pp,tp")
+    parser.add_argument("--layouts", default="dp,pp,tp,auto")
+    parser.add_argument("--arch", choices=("tiny", "hf-llama"), default="tiny")
+    parser.add_argument("--pin", action="store_true", help="pin rank r to core r mod cores")
     parser.add_argument("--steps", type=int, default=2, help="measured steps per plan per round")
     parser.add_argument("--rounds", type=int, default=3, help="oblivious/aware alternations (live migrations)")
     parser.add_argument("--warmup", type=int, default=1)
@@ -58,7 +69,8 @@ def main(argv=None):
     for layout in args.layouts.split(","):
         started = time.perf_counter()
         out = measure_malleus(args.world, args.factor, 0, layout=layout, steps=args.steps,
-                              warmup=args.warmup, rounds=args.rounds, rates_from=args.rates)
+                              warmup=args.warmup, rounds=args.rounds, rates_from=args.rates, arch=args.arch,
+                              pin=args.pin)
         _row(layout, out)
         obl_ms = [round(x) for x in out["oblivious"]["all_ms"]]
         aware_ms = [round(x) for x in out["aware"]["all_ms"]]

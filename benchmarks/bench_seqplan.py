@@ -26,8 +26,9 @@ measured time of every executed plan with the median relative error:
     SGL_TEST_DATA=../shared/datasets python benchmarks/bench_seqplan.py --measure [--measure-steps 3] \
         [--arch hf-llama|tiny] [--malleus-layouts ""] [--malleus-only]
 
-The Malleus rows (one 2x straggler against the straggler-oblivious plan, layouts dp, pp, tp) run on
-``--arch``'s model too; ``--malleus-only`` runs just them (about 70 s for the three layouts on 2 loaded cores).
+The Malleus rows (one 2x straggler against the straggler-oblivious plan, layouts dp, pp, tp, auto) run on
+``--arch``'s model too (``auto``: both plans chosen over every layout, the oblivious one for uniform rates);
+``--malleus-only`` runs just them with the brute-force oracle ceiling of the dp / pp rows (about 2 minutes).
 """
 import argparse
 import os
@@ -102,40 +103,67 @@ EXTRA_MEASURES = []
 EXTRA_ERRORS = []
 
 
-def malleus_rows(args, lengths):
+#: per executed Malleus layout: the full :func:`measure_malleus` result (oracle, paired ratios, plans)
+MALLEUS_RESULTS = {}
+
+
+def malleus_measured_rows(args, lengths):
     """Malleus with one 2x straggler (rank 0) against the straggler-oblivious plan, per layout, on
-    ``--arch``'s model (HF LlamaForCausalLM or TinyLM with BENCH_MODEL's shapes)."""
+    ``--arch``'s model (HF LlamaForCausalLM or TinyLM with BENCH_MODEL's shapes); ``auto`` lets both
+    sides choose over every layout (oblivious: the planner's choice for uniform rates)."""
     from sgl.systems.seq.malleus_measure import measure_malleus
 
     for layout in [x.strip() for x in args.malleus_layouts.split(",") if x.strip()]:
-        out = measure_malleus(args.processes, 2.0, 0, layout=layout, arch=args.arch)
+        out = measure_malleus(args.processes, 2.0, 0, layout=layout, arch=args.arch, rounds=args.malleus_rounds,
+                              pin=args.malleus_pin)
+        MALLEUS_RESULTS[layout] = out
         o, a = out["oblivious"], out["aware"]
         EXTRA_ERRORS.extend([(o["predicted_ms"], o["measured_ms"]), (a["predicted_ms"], a["measured_ms"])])
-        print(f"malleus-{layout} on {args.arch}: rates {out['measured_rates']}, oblivious mb {o['micro_batches']} "
-              f"layers {o['layers']}, aware mb {a['micro_batches']} layers {a['layers']}, migration "
-              f"{out['migration']['received_mb']:.2f} MB in {out['migration']['migration_s']:.2f} s, modelled at the "
-              f"injected 2x {out['modelled_ratio_injected']:.3f}", flush=True)
+        paired = sorted(out["paired_ratios"])
+        print(f"malleus-{layout} on {args.arch}: rates {out['measured_rates']} (layer {out['layer_ms']:.1f} ms, "
+              f"embedding {out['embed_ms']:.2f} ms, head+loss {out['head_ms']:.2f} ms per micro-batch); oblivious "
+              f"(tp, pp) {o['layout']} pipelines {o['pipelines']} mb {o['micro_batches']} layers {o['layers']}; aware "
+              f"{a['layout']} pipelines {a['pipelines']} mb {a['micro_batches']} layers {a['layers']}; migration "
+              f"{out['migration']['received_mb']:.2f} MB in {out['migration']['migration_s']:.2f} s; modelled at the "
+              f"injected 2x {out['modelled_ratio_injected']:.3f}; per-round ratios {[round(x, 3) for x in paired]}; "
+              f"compute ms/step per rank obl {o['compute_ms']} aware {a['compute_ms']}", flush=True)
+        orc = out["oracle"]
+        if orc:
+            print(f"  oracle ({orc['kind']}, brute force over every split, this run's measured per-rank compute, "
+                  f"residue {orc['residue_ms']:.0f} ms/step): best {orc['best']} -> ceiling {orc['ceiling']:.3f}x; "
+                  f"ours {orc['ours']} -> {orc['ours_at_residue']:.3f}x", flush=True)
         yield (f"malleus-{layout} {args.arch} (2x straggler)", a["measured_ms"], "straggler-oblivious",
                o["measured_ms"], out["modelled_ratio"])
 
 
-EXTRA_MEASURES.append(malleus_rows)
+EXTRA_MEASURES.append(malleus_measured_rows)
 
 
 def malleus_main(args, lengths):
     """``--measure --malleus-only``: the Malleus rows alone, with predicted against measured step time."""
-    t0 = time.perf_counter()
-    print(f"Malleus measured on {args.processes} gloo processes (1 thread each), "
-          f"{'TinyLM' if args.arch == 'tiny' else 'HF LlamaForCausalLM'} with BENCH_MODEL's shapes")
-    rows = list(malleus_rows(args, lengths))
-    print("\n| planner | measured ms/step | baseline | baseline ms/step | measured ratio | modelled ratio |")
-    print("|---|---|---|---|---|---|")
-    for name, ms, base, base_ms, modelled in rows:
-        print(f"| {name} | {ms:.0f} | {base} | {base_ms:.0f} | {base_ms / ms:.3f} | {modelled:.3f} |")
+    t0, load0 = time.perf_counter(), os.getloadavg()[0]
+    print(f"Malleus measured on {args.processes} gloo processes (1 thread each{', pinned' if args.malleus_pin else ''}"
+          f"), {'TinyLM' if args.arch == 'tiny' else 'HF LlamaForCausalLM'} with BENCH_MODEL's shapes, "
+          f"{args.malleus_rounds} ABBA rounds; load average {os.getloadavg()[0]:.2f}")
+    rows = list(malleus_measured_rows(args, lengths))
+    print("\n| layout | oblivious ms/step | Malleus ms/step | measured ratio | per-round median | modelled ratio "
+          "| oracle ceiling | Malleus' split | oracle's split |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for layout, (name, ms, base, base_ms, modelled) in zip(MALLEUS_RESULTS, rows):
+        out = MALLEUS_RESULTS[layout]
+        orc = out["oracle"]
+        ceiling = f"{orc['ceiling']:.3f}" if orc else "n/a"
+        print(f"| {layout} | {base_ms:.0f} | {ms:.0f} | {base_ms / ms:.3f} | {np.median(out['paired_ratios']):.3f} "
+              f"| {modelled:.3f} | {ceiling} | {orc['ours'] if orc else ''} | {orc['best'] if orc else ''} |")
     errors = sorted(abs(p - m) / m for p, m in EXTRA_ERRORS)
-    print(f"\npredicted vs measured (Malleus predicts layer compute only): "
+    print(f"\npredicted vs measured (Malleus predicts layers, embedding and head; not the optimiser / all-reduce): "
           f"{[f'{p:.0f}/{m:.0f}' for p, m in EXTRA_ERRORS]} ms, median abs error "
-          f"{errors[len(errors) // 2]:.3f}; wall {time.perf_counter() - t0:.0f} s", flush=True)
+          f"{errors[len(errors) // 2]:.3f}; wall {time.perf_counter() - t0:.0f} s; load average "
+          f"{os.getloadavg()[0]:.2f}", flush=True)
+    load, cores = max(load0, os.getloadavg()[0]), os.cpu_count() or 1
+    if load > cores:
+        print(f"WARNING: load average {load:.1f} on {cores} cores: other processes held the cores, so these "
+              f"wall-clock ratios are not those of the plans; rerun on an idle machine", flush=True)
 
 
 def measure_main(args, lengths):
@@ -212,8 +240,10 @@ def main():
     ap.add_argument("--arch", default="hf-llama", choices=("tiny", "hf-llama"),
                     help="--measure: the executor's model, HF LlamaForCausalLM or TinyLM (same shapes; an HF "
                     "Llama step measured about as fast as TinyLM's, so it is the default)")
-    ap.add_argument("--malleus-layouts", default="dp,pp,tp", help="--measure: Malleus layouts to execute with a "
-                    "2x straggler on --arch's model (comma list of dp, pp, tp; empty: none)")
+    ap.add_argument("--malleus-layouts", default="dp,pp,tp,auto", help="--measure: Malleus layouts to execute "
+                    "with a 2x straggler on --arch's model (comma list of dp, pp, tp, auto; empty: none)")
+    ap.add_argument("--malleus-rounds", type=int, default=3, help="--measure: ABBA rounds of the Malleus rows")
+    ap.add_argument("--malleus-pin", action="store_true", help="--measure: pin each Malleus rank to one core")
     ap.add_argument("--malleus-only", action="store_true", help="--measure: run only the Malleus rows (skip the "
                     "sequence planners and their calibration)")
     ap.add_argument("--profile", default=None, help="--measure: plan with this `sgl plan calibrate` profile file "

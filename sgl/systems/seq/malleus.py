@@ -11,10 +11,11 @@ overhead).  The planner
 2. **lays out** pipelines: the straggler groups are placed first by a DFS over the ``dp``
    pipelines with symmetry pruning (a group goes to an already used pipeline or the first empty
    one), then the normal groups go one by one to the pipeline with the least throughput;
-3. **ILP 1** per pipeline (layers per stage): ``min max_j y_j l_j`` s.t. ``Σ_j l_j = L``,
+3. **ILP 1** per pipeline (layers per stage): ``min max_j (y_j l_j + f_j)`` s.t. ``Σ_j l_j = L``,
    ``l_j >= 1`` and per-device memory ``l_j (s + a (S - j)) / t_j + e_j <= C`` (model states
    ``s``, 1F1B keeps ``S - j`` micro-batches of activations ``a``, embedding ``e`` on the first and
-   last stage);
+   last stage; ``f_j`` the stage's fixed part, :meth:`MalleusModel.fixed_ms`: the embedding's time on the
+   first stage, the LM head's and loss's on the last, at the stage's rate -- the stages costed as they run);
 4. **ILP 2** (micro-batches per pipeline): ``min max_i o_i (m_i + S_i - 1)`` s.t.
    ``Σ_i m_i = B``, ``m_i >= 1`` (``o_i`` ILP 1's optimum: the pipeline's slowest stage);
 
@@ -23,7 +24,9 @@ and keeps the best (grouping, layout) by step time ``max_i o_i (m_i + S_i - 1)``
 micro-batches, evaluated at the true rates); :meth:`MalleusPlanner.replan` plans for new rates
 and reports the model-state volume that moves (each device receives the parts of its new layer
 shards it did not hold); with ``amortize_steps`` it trades step time against migration time
-(keeping the old layout and re-splitting only the micro-batches moves nothing).  Both ILPs use HiGHS (:func:`~sgl.systems.seq.milp.solve_milp`).
+(keeping the old layout and re-splitting only the micro-batches moves nothing).
+:func:`plan_any_layout` re-plans the whole hybrid plan: the best over every ``(tp, pp)`` layout.
+Both ILPs use HiGHS (:func:`~sgl.systems.seq.milp.solve_milp`).
 
 >>> import numpy as np
 >>> planner = MalleusPlanner(MalleusModel(), devices=16, tp=4, pp=2)
@@ -47,7 +50,7 @@ from sgl.systems.seq.milp import solve_milp
 from sgl.systems.seq.straggler import check_rates
 
 __all__ = ["MalleusModel", "MalleusPlan", "MalleusPlanner", "layers_ilp", "microbatch_ilp", "migration_mb",
-           "migration_by_device"]
+           "migration_by_device", "hybrid_layouts", "plan_any_layout"]
 
 
 @dataclass(frozen=True)
@@ -62,15 +65,24 @@ class MalleusModel:
     memory_mb: float = 80 * 1024.0
     micro_batches: int = 64
     tp_overhead: Dict[int, float] = field(default_factory=lambda: {1: 0.0, 2: 0.05, 4: 0.10, 8: 0.18})
+    embed_ms: float = 0.0            # embedding fwd + bwd of one micro-batch, one device (first stage)
+    head_ms: float = 0.0             # final norm + LM head + loss fwd + bwd of one micro-batch (last stage)
 
     def __post_init__(self) -> None:
         check_int(self.layers, "MalleusModel.layers", 1, error=PlanError)
         check_int(self.micro_batches, "MalleusModel.micro_batches", 1, error=PlanError)
         for name in ("layer_ms", "state_mb", "act_mb", "memory_mb"):
             check_real(getattr(self, name), f"MalleusModel.{name}", 0.0, open_low=True, error=PlanError)
+        for name in ("embed_ms", "head_ms"):
+            check_real(getattr(self, name), f"MalleusModel.{name}", 0.0, error=PlanError)
 
     def overhead(self, t: int) -> float:
         return float(self.tp_overhead.get(t, max(self.tp_overhead.values())))
+
+    def fixed_ms(self, j: int, stages: int, rate: float) -> float:
+        """Stage ``j``'s per-micro-batch time outside its layers: the embedding on the first stage, the
+        head and loss on the last, at the stage's slowest ``rate`` (replicated in a TP group: not split)."""
+        return (self.embed_ms * (j == 0) + self.head_ms * (j == stages - 1)) * rate
 
 
 @dataclass
@@ -97,15 +109,19 @@ class MalleusPlan:
         for stages, ls, m in zip(self.pipelines, self.layers, self.micro_batches):
             for st, l in zip(stages, ls):
                 t = len(st)
-                load[st] = l * m * model.layer_ms * (1 + model.overhead(t)) * rates[st] / t
+                j = stages.index(st)
+                load[st] = m * (l * model.layer_ms * (1 + model.overhead(t)) / t * rates[st]
+                                + model.fixed_ms(j, len(stages), 1.0) * rates[st])
         return load
 
 
 def layers_ilp(y: Sequence[float], mem_per_layer: Sequence[float], mem_free: Sequence[float], layers: int,
-               time_limit: float = 1.0) -> Tuple[Optional[List[int]], float]:
-    """ILP 1: integer layers per stage minimising ``max_j y_j l_j`` under per-stage memory; ``(None, inf)`` if infeasible."""
+               time_limit: float = 1.0, fixed: Optional[Sequence[float]] = None) -> Tuple[Optional[List[int]], float]:
+    """ILP 1: integer layers per stage minimising ``max_j (y_j l_j + f_j)`` under per-stage memory
+    (``fixed`` = ``f``, each stage's time outside its layers, default 0); ``(None, inf)`` if infeasible."""
     S = len(y)
-    caps = [int(np.floor(f / m)) if m > 0 else layers for f, m in zip(mem_free, mem_per_layer)]
+    f = [0.0] * S if fixed is None else [float(v) for v in fixed]
+    caps = [int(np.floor(free / m)) if m > 0 else layers for free, m in zip(mem_free, mem_per_layer)]
     if any(c < 1 for c in caps) or sum(caps) < layers or S > layers:
         return None, float("inf")
     rows, cols, vals = [], [], []
@@ -114,7 +130,7 @@ def layers_ilp(y: Sequence[float], mem_per_layer: Sequence[float], mem_free: Seq
     rows += [S] * S; cols += list(range(S)); vals += [1.0] * S
     A = sp.csr_matrix((vals, (rows, cols)), shape=(S + 1, S + 1))
     lo = [-np.inf] * S + [float(layers)]
-    hi = [0.0] * S + [float(layers)]
+    hi = [-fj for fj in f] + [float(layers)]
     c = np.zeros(S + 1); c[-1] = 1.0
     integ = np.ones(S + 1, dtype=bool); integ[-1] = False
     res = solve_milp(c, A, lo, hi, np.r_[np.ones(S), 0.0], np.r_[np.asarray(caps, float), np.inf], integ,
@@ -122,10 +138,10 @@ def layers_ilp(y: Sequence[float], mem_per_layer: Sequence[float], mem_free: Seq
     if res.x is None:
         if res.status == "infeasible":
             return None, float("inf")
-        ls = _greedy_min_max(y, [1] * S, caps, layers)      # solver failure: the exact greedy
+        ls = _greedy_min_max(y, [1] * S, caps, layers, [fj / yj for fj, yj in zip(f, y)])  # solver failure
     else:
         ls = [int(round(v)) for v in res.x[:S]]
-    return ls, float(max(yj * lj for yj, lj in zip(y, ls)))
+    return ls, float(max(yj * lj + fj for yj, lj, fj in zip(y, ls, f)))
 
 
 def _greedy_min_max(w: Sequence[float], start: Sequence[int], caps: Sequence[float], total: int,
@@ -194,7 +210,13 @@ class MalleusPlanner:
         y = [self._group_y(st, rates) for st in stages]
         per_layer = [(m.state_mb + m.act_mb * (S - j)) / len(st) for j, st in enumerate(stages)]
         free = [m.memory_mb - (m.embed_mb / len(st) if j in (0, S - 1) else 0.0) for j, st in enumerate(stages)]
-        return layers_ilp(y, per_layer, free, m.layers, self.time_limit)
+        fixed = [m.fixed_ms(j, S, float(rates[list(st)].max())) for j, st in enumerate(stages)]
+        return layers_ilp(y, per_layer, free, m.layers, self.time_limit, fixed)
+
+    def _stage_times(self, stages: List[List[int]], layers: Sequence[int], rates: np.ndarray) -> float:
+        """The slowest stage's per-micro-batch time of ``stages`` holding ``layers`` (fixed parts included)."""
+        return max(self._group_y(st, rates) * l + self.model.fixed_ms(j, len(stages), float(rates[list(st)].max()))
+                   for j, (st, l) in enumerate(zip(stages, layers)))
 
     def _evaluate(self, pipelines: List[List[List[int]]], rates: np.ndarray, idle: List[int]) -> Optional[MalleusPlan]:
         layers, o = [], []
@@ -216,7 +238,7 @@ class MalleusPlanner:
         L, B = self.model.layers, self.model.micro_batches
         layers = [[L // self.pp + (1 if j < L % self.pp else 0) for j in range(self.pp)]] * self.dp
         mbs = [B // self.dp + (1 if i < B % self.dp else 0) for i in range(self.dp)]
-        o = [max(self._group_y(st, rates) * l for st, l in zip(p, ls)) for p, ls in zip(pipelines, layers)]
+        o = [self._stage_times(p, ls, rates) for p, ls in zip(pipelines, layers)]
         step = max(oi * (mi + self.pp - 1) for oi, mi in zip(o, mbs))
         return MalleusPlan(pipelines, [list(x) for x in layers], mbs, float(step), o, [])
 
@@ -285,6 +307,12 @@ class MalleusPlanner:
                 if plan is not None:
                     yield plan
 
+    def step_ms(self, plan: MalleusPlan, rates) -> float:
+        """``plan``'s modelled step time at ``rates``, its layers and micro-batches unchanged."""
+        rates = check_rates(rates, self.devices)
+        return float(max(self._stage_times(p, ls, rates) * (m + len(p) - 1)
+                         for p, ls, m in zip(plan.pipelines, plan.layers, plan.micro_batches)))
+
     def plan(self, rates) -> MalleusPlan:
         """The best straggler-aware plan for ``rates`` (module doc)."""
         rates = check_rates(rates, self.devices)
@@ -302,8 +330,7 @@ class MalleusPlanner:
         with ``relayer`` the layers per stage too."""
         if relayer:
             return self._evaluate(previous.pipelines, rates, list(previous.idle))
-        o = [max(self._group_y(st, rates) * l for st, l in zip(p, ls)) for p, ls in zip(previous.pipelines,
-                                                                                       previous.layers)]
+        o = [self._stage_times(p, ls, rates) for p, ls in zip(previous.pipelines, previous.layers)]
         mbs, step = microbatch_ilp(o, [len(p) for p in previous.pipelines], self.model.micro_batches,
                                    self.time_limit)
         return MalleusPlan(previous.pipelines, [list(x) for x in previous.layers], mbs, step, o, list(previous.idle))
@@ -336,6 +363,39 @@ class MalleusPlanner:
             if best_key is None or key < best_key:
                 best, best_key = plan, key
         return best
+
+
+def hybrid_layouts(model: MalleusModel, devices: int, node_size: Optional[int] = None) -> List[Tuple[int, int]]:
+    """Every ``(tp, pp)`` a :class:`MalleusPlanner` accepts for ``devices`` (``tp`` dividing the node)."""
+    node = devices if node_size is None else node_size
+    return [(tp, pp) for tp in range(1, devices + 1) for pp in range(1, model.layers + 1)
+            if devices % (tp * pp) == 0 and node % tp == 0]
+
+
+def plan_any_layout(model: MalleusModel, devices: int, rates, *, layouts: Optional[Sequence[Tuple[int, int]]] = None,
+                    node_size: Optional[int] = None, **kwargs) -> Tuple[MalleusPlan, Tuple[int, int]]:
+    """Malleus re-planning the whole hybrid plan: the best :meth:`MalleusPlanner.plan` over every
+    ``(tp, pp)`` layout (default :func:`hybrid_layouts`) for ``rates``, and that layout.  With uniform
+    rates it is the straggler-oblivious planner's own choice.
+
+    >>> plan, layout = plan_any_layout(MalleusModel(layers=4, micro_batches=8), 2, [1.0, 1.0])
+    >>> layout, plan.micro_batches                     # two data-parallel replicas: no bubble, no TP cost
+    ((1, 1), [4, 4])
+    """
+    rates = check_rates(rates, devices)
+    best: Optional[Tuple[MalleusPlan, Tuple[int, int]]] = None
+    for tp, pp in (hybrid_layouts(model, devices, node_size) if layouts is None else layouts):
+        planner = MalleusPlanner(model, devices, tp, pp, node_size=node_size or devices, **kwargs)
+        try:
+            plan = planner.plan(rates)
+        except PlanError:
+            continue
+        if best is None or plan.step_ms < best[0].step_ms - 1e-9:
+            best = (plan, (tp, pp))
+    if best is None:
+        raise PlanError(f"Malleus found no feasible plan for {devices} devices in any layout: give more memory "
+                        f"or fewer layers")
+    return best
 
 
 def _shards(plan: MalleusPlan) -> Dict[int, Dict[int, Tuple[float, float]]]:

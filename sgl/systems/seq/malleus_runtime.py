@@ -18,7 +18,8 @@ stage is a TP group whose size may differ from its neighbours'.
 :func:`inject_straggler` slows one rank by a known factor: after each forward / backward compute
 of ``s`` seconds the rank busy-waits ``(factor - 1)·s`` more, holding its core as slower silicon
 would.  :meth:`MalleusTrainer.measured_rates` turns the step timings into per-device straggling
-rates (``compute time · t / (layers · micro-batches · (1 + ω_t))``, normalised to the fastest),
+rates (compute time over the planner's time of that work at rate 1: micro-batches × (layers ·
+``layer_ms`` · (1 + ω_t) / t + the embedding's / head's ms on the first / last stage), normalised),
 :meth:`MalleusTrainer.replan` calls :meth:`MalleusPlanner.replan` with them and migrates the
 parameters and Adam's moments to the new holders (:mod:`~sgl.systems.seq.malleus_migrate`), so
 training continues on the new plan.
@@ -82,6 +83,8 @@ class MalleusRunConfig:
     replan_rates: Optional[Tuple[float, ...]] = None   # None: the rates measured from the step timings
     threads: Optional[int] = 1               # torch threads per rank (None: leave torch's default)
     layer_ms: float = 1.0                    # the planner's per-layer time (only ratios matter for plans)
+    embed_ms: float = 0.0                    # the planner's embedding / head + loss time per micro-batch
+    head_ms: float = 0.0
     arch: str = "tiny"
     kv_heads: Optional[int] = None           # hf-llama: KV heads (None: as many as attention heads)
 
@@ -109,6 +112,7 @@ class MalleusRunConfig:
         mc = self.model_config()
         size = _DTYPES[self.dtype].itemsize
         model = MalleusModel(layers=mc.num_layers, layer_ms=self.layer_ms, micro_batches=self.micro_batches,
+                             embed_ms=self.embed_ms, head_ms=self.head_ms,
                              state_mb=3 * mc.layer_params() * size / 2**20,
                              act_mb=self.micro_batch_size * mc.seq_length * mc.hidden_size * 16 * size / 2**20,
                              embed_mb=3 * mc.other_params() * size / 2**20, memory_mb=64 * 1024.0)
@@ -269,7 +273,9 @@ class MalleusTrainer:
         if self.stage is not None:
             self.opt.zero_grad(set_to_none=True)
             loss = self._pipeline_step(tokens)
-        reduce_gradients(self.stage, self.holding, self.layout, self.device, self.dtype)
+        if len(self.plan.pipelines) > 1 or any(len(st) > 1 for st in self.plan.pipelines[0]):
+            # (skipped for one pipeline of one-device stages: every gradient has one holder, nothing to sum)
+            reduce_gradients(self.stage, self.holding, self.layout, self.device, self.dtype)
         if self.opt is not None:
             self.opt.step()
         seconds = comm.all_reduce(torch.tensor([time.perf_counter() - started], dtype=torch.float64,
@@ -285,7 +291,9 @@ class MalleusTrainer:
         mine = float("nan")
         if self.holding is not None and self._compute[1]:
             h = self.holding
-            work = len(h.layers) * self.plan.micro_batches[h.pipeline] / h.t * (1 + self.planner.model.overhead(h.t))
+            m = self.planner.model               # ms of this rank's work at rate 1, fixed parts included
+            work = self.plan.micro_batches[h.pipeline] * (len(h.layers) * m.layer_ms * (1 + m.overhead(h.t)) / h.t
+                                                          + m.embed_ms * h.first + m.head_ms * h.last)
             mine = self._compute[0] / self._compute[1] / work
         got = torch.cat(comm.all_gather(torch.tensor([mine], dtype=torch.float64, device=self.device)))
         per = got.cpu().numpy()

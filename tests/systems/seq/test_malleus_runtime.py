@@ -123,6 +123,21 @@ def test_measure_rejects_bad_input_before_spawning():
         measure_malleus(2, 2.0, layout="zigzag")
     with pytest.raises(PlanError, match="one stage per process"):
         measure_malleus(8, 2.0, layout="pp")
+    with pytest.raises(PlanError, match="settle"):
+        measure_malleus(2, 2.0, settle=-1)
+
+
+def test_measure_auto_layout_in_one_process():
+    # one rank, no processes: the auto layout's plans, the ABBA blocks and the dp oracle run end to end
+    from sgl.systems.parallel.model import TransformerConfig
+    from sgl.systems.seq.malleus_measure import measure_malleus
+
+    out = measure_malleus(world=1, model=TransformerConfig("t", 2, 16, 2, 32, 32, 8), layout="auto",
+                          micro_batches=2, steps=1, warmup=0, rounds=2, settle=0)
+    assert out["layout"] == "auto" and out["oblivious"]["layout"] == out["aware"]["layout"] == (1, 1)
+    assert len(out["oblivious"]["all_ms"]) == len(out["aware"]["all_ms"]) == 2 and len(out["paired_ratios"]) == 2
+    assert out["oracle"]["kind"] == "dp" and out["oracle"]["best"] == [2]
+    assert out["head_ms"] > 0 and out["embed_ms"] > 0
 
 
 def test_bad_config():
