@@ -77,12 +77,12 @@ def test_kmedoids_keeps_each_medoid_in_its_own_cluster_and_validates_index_bits(
         hacore_coreset([sig[:, :3].astype(float)], np.zeros(200, dtype=int), 10, bits=8, index_bits=9)
 
 
-@pytest.mark.parametrize("bits", [48, 100])
-def test_exact_kmedoids_on_duplicated_signatures_matches_a_brute_force_reference(bits):
-    rng = np.random.default_rng(bits)
-    patterns = rng.random((25, bits)) < 0.5
-    sig = patterns[rng.integers(0, 25, 240)]  # many rows share a signature: assigned once per signature
-    k, iters, seed = 12, 2, 3
+@pytest.mark.parametrize("bits,patterns,iters", [(48, 25, 2), (100, 25, 2), (64, 240, 4), (100, 240, 4)])
+def test_exact_kmedoids_on_duplicated_signatures_matches_a_brute_force_reference(bits, patterns, iters):
+    rng = np.random.default_rng(bits + patterns)
+    patterns = rng.random((patterns, bits)) < 0.5
+    sig = patterns[rng.integers(0, len(patterns), 240)]  # 25 patterns: rows share signatures, assigned once
+    k, seed = 12, 3  # 4 rounds: the scan after the first compares a row only with the medoids that moved
     full = (sig[:, None] != sig[None]).sum(-1)
     med = np.sort(np.random.default_rng(seed).choice(240, k, replace=False))
     for rnd in range(iters + 1):
@@ -133,8 +133,8 @@ def test_cost_model_scans_small_classes_and_indexes_large_ones():
     from sgl.federated.selection.hacore import _auto_index_bits
 
     assert _auto_index_bits(37, 121, 64) == 0  # digits-sized class: the exact scan is cheapest
-    assert 9 <= _auto_index_bits(1152, 3341, 64) <= 16
-    assert _auto_index_bits(6800, 20000, 64) > _auto_index_bits(1152, 3341, 64)
+    assert _auto_index_bits(1152, 3341, 64) == 0  # Caravan-sized: the vectorised scan still wins
+    assert 9 <= _auto_index_bits(4552, 3262, 64) < _auto_index_bits(6800, 20000, 64) <= 16
 
 
 def test_raw_exact_medoids_equal_brute_force():
@@ -149,3 +149,67 @@ def test_raw_exact_medoids_equal_brute_force():
         members = np.flatnonzero(assign == c)
         d = np.sqrt(((x[members][:, None, :] - x[members][None, :, :]) ** 2).sum(-1)).sum(1)
         assert got[c] == members[d.argmin()]
+
+
+@pytest.mark.parametrize("d", [1, 7, 40])
+def test_packed_signatures_equal_the_projection_sign_bits(d):
+    from sgl.federated.selection.signature_kernels import simhash_into
+
+    rng = np.random.default_rng(d)
+    x = rng.normal(size=(600, d))  # 600 rows: two full chunks and a partial one
+    rt, shift = rng.normal(size=(90, d)), rng.normal(size=90)
+    words = np.zeros((600, 3), dtype=np.uint64)
+    simhash_into(x, rt, shift, 30, words)  # bits 30..119: across the first word boundary
+    expect = np.zeros((600, 192), dtype=bool)
+    expect[:, 30:120] = x @ rt.T > shift
+    close = np.abs(x @ rt.T - shift) < 1e-4  # float32 products: only these could round the other way
+    assert close.mean() < 1e-3
+    got = np.unpackbits(words.view(np.uint8), axis=1, bitorder="little").astype(bool)
+    assert np.array_equal(got[:, 30:120][~close], expect[:, 30:120][~close])
+    assert not got[:, :30].any() and not got[:, 120:].any()
+
+
+def test_signature_words_match_the_boolean_signatures_and_distinct_rows_invert():
+    from sgl.federated.selection import simhash_signatures, simhash_words
+    from sgl.federated.selection.hamming_kernels import distinct_rows
+
+    rng = np.random.default_rng(11)
+    blocks = [rng.normal(size=(200, 5)), rng.integers(0, 2, size=(200, 1)).astype(float)]
+    words = simhash_words(blocks, 100, seed=2, offset=1.0)
+    assert np.array_equal(words, pack_bits(simhash_signatures(blocks, 100, seed=2, offset=1.0)))
+    dup = words[rng.integers(0, 40, 500)]
+    uniq, inv = distinct_rows(dup)
+    assert np.array_equal(uniq[inv], dup) and len(uniq) == len(np.unique(dup, axis=0))
+
+
+def test_both_coresets_start_from_the_same_initial_medoids():
+    from sgl.federated.selection import initial_medoids, raw_kmedoids_coreset
+
+    rng = np.random.default_rng(12)
+    y = rng.integers(0, 3, 300)
+    blocks = [rng.normal(size=(300, 4)), rng.normal(size=(300, 3))]
+    order, starts, ks, init = initial_medoids(y, 45, seed=5)
+    offs = np.r_[0, np.cumsum(ks)]
+    assert ks.sum() == 45 and np.array_equal(ks, np.round(45 * np.bincount(y) / 300))
+    for c in range(3):
+        pos = init[offs[c]:offs[c + 1]]
+        assert np.all(np.diff(pos) > 0) and pos[-1] < starts[c + 1] - starts[c]
+        assert np.all(y[order[starts[c]:starts[c + 1]]] == c)
+    expect = np.sort(np.concatenate([order[starts[c] + init[offs[c]:offs[c + 1]]] for c in range(3)]))
+    hc = hacore_coreset(blocks, y, 45, iters=0, seed=5)  # no update round: the coresets are the initial medoids
+    raw = raw_kmedoids_coreset(blocks, y, 45, iters=0, seed=5)
+    assert np.array_equal(np.sort(hc.ids), expect) and np.array_equal(np.sort(raw.ids), expect)
+    assert hc.weights.sum() == raw.weights.sum() == 300
+    assert not np.array_equal(initial_medoids(y, 45, seed=6)[3], init)
+
+
+def test_coresets_refuse_fewer_medoids_than_classes_and_misaligned_labels():
+    from sgl.federated.selection import raw_kmedoids_coreset
+
+    rng = np.random.default_rng(13)
+    blocks, y = [rng.normal(size=(60, 3))], np.arange(60) % 4
+    for fn in (hacore_coreset, raw_kmedoids_coreset):
+        with pytest.raises(ConfigError, match="4 classes"):
+            fn(blocks, y, 3)
+        with pytest.raises(ConfigError, match="one per row"):
+            fn(blocks, y[:50], 10)

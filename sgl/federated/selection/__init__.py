@@ -16,8 +16,8 @@ Example:
 """
 from sgl.federated.selection.evaluate import selection_accuracy, weighted_accuracy
 from sgl.federated.selection.hacore import (
-    Coreset, allocate_bits, hacore_coreset, hamming, hamming_kmedoids, pack_bits, raw_kmedoids, raw_kmedoids_coreset,
-    simhash_signatures,
+    Coreset, allocate_bits, hacore_coreset, hamming, hamming_kmedoids, initial_medoids, pack_bits, raw_kmedoids,
+    raw_kmedoids_coreset, simhash_signatures, simhash_words,
 )
 from sgl.federated.selection.knn import FaginResult, Ledger, LocalParty, brute_force_knn, fagin_knn
 from sgl.federated.selection.mi import mi_from_distances, mi_from_ranks
@@ -40,7 +40,7 @@ __all__ = [
     "ValuationResult", "random_projection", "exact_shapley", "stratified_coalitions", "stratified_shapley",
     "mi_utility", "psmi_values",
     "Coreset", "allocate_bits", "simhash_signatures", "pack_bits", "hamming", "hamming_kmedoids", "raw_kmedoids",
-    "hacore_coreset", "raw_kmedoids_coreset",
+    "hacore_coreset", "raw_kmedoids_coreset", "simhash_words", "initial_medoids",
     "selection_accuracy", "weighted_accuracy",
     "RemoteParty", "RemotePaillierSum", "serve_party", "select_with_parties",
     "PlainSum", "PaillierSum",

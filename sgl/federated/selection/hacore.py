@@ -8,22 +8,26 @@ distance. :func:`hacore_coreset` adds a random offset to every hyperplane, ``1[x
 (``s`` = the client's mean centred row norm, ``offset=1.0``; chosen on validation splits, see
 ``benchmarks/bench_fed_select.py``): plain SimHash cannot tell rows of one direction and different
 norms apart, and a one-column client would give it only the sign. Only the bits
-(``ceil(bits / 64)`` words per row) leave a client.
+(``ceil(bits / 64)`` words per row) leave a client; each computes them in one compiled pass
+(:mod:`sgl.federated.selection.signature_kernels`).
 
 **Hamming k-medoids** (per class, ``k_c = round(k n_c / n)``, a few alternating rounds), compiled loops
-over the packed words (:mod:`sgl.federated.selection.hamming_kernels`):
+over the packed words (:mod:`sgl.federated.selection.hamming_kernels`; every class in one call, one thread:
+at coreset sizes waking threads costs more than it saves on a shared machine):
 
-- *assignment* through an inverted index: each medoid is filed under the key made of ``index_bits``
-  signature bits (the most balanced ones; 9, or with ``index_bits=None`` 9 to 16 or the exact scan,
-  whichever a cost model finds cheapest);
-  a row probes every key within Hamming radius ``radius`` of its own key and takes the nearest medoid
-  found (exact popcount scan only for rows that find none); ``index_bits=0`` is the exact scan;
+- *assignment*, once per distinct signature (a medoid's own signature without a search), either by an
+  exact popcount scan (vectorised; after the first round a row whose medoid stayed only compares the
+  medoids that moved) or through HaCore's inverted index: each medoid is filed under the key made of
+  ``index_bits`` signature bits (the most balanced ones), and a row probes every key within Hamming
+  radius ``radius`` of its own and takes the nearest medoid found (the exact scan for rows that find
+  none). ``index_bits=None`` lets a cost model pick the scan or 9 to 16 key bits; ``0`` is the scan;
 - *medoid update* by bit counting: in a cluster of ``n`` rows with ``c_b`` ones at bit ``b``, a row's
   total Hamming distance to the cluster is ``sum_b c_b + sum_b x_b (n - 2 c_b)``, so every row's cost
   is one dot product, ``O(n · bits)`` instead of ``O(n^2)``.
 
 The medoids, weighted by their cluster sizes, are the coreset. :func:`raw_kmedoids_coreset` is the
-baseline: the same alternating k-medoids (same initial medoids, same rounds) on the raw features.
+baseline: the same alternating k-medoids (same initial medoids, same rounds) on the raw features; both
+take the per-class plan and initial medoids from :func:`initial_medoids`.
 
 Example:
     >>> import numpy as np
@@ -38,17 +42,21 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from sgl.errors import ConfigError
-from sgl.federated.selection.hamming_kernels import flip_masks, kmedoid_rounds, nearest_probe, nearest_scan
+from sgl.federated.selection.hamming_kernels import (
+    auto_index_bits, coreset_classes, draw_initial, flip_masks, nearest_probe, nearest_scan,
+)
 from sgl.federated.selection.knn import check_parties
 from sgl.federated.selection.raw_kmedoids import raw_kmedoids as _raw_kmedoids
+from sgl.federated.selection.signature_kernels import client_stats, simhash_into
 
-__all__ = ["Coreset", "allocate_bits", "simhash_signatures", "pack_bits", "hamming", "hamming_kmedoids",
-           "raw_kmedoids", "hacore_coreset", "raw_kmedoids_coreset"]
+__all__ = ["Coreset", "allocate_bits", "simhash_signatures", "simhash_words", "pack_bits", "hamming",
+           "hamming_kmedoids", "raw_kmedoids", "initial_medoids", "hacore_coreset", "raw_kmedoids_coreset"]
 
 
 @dataclass
@@ -58,10 +66,6 @@ class Coreset:
     ids: np.ndarray
     weights: np.ndarray
     seconds: float
-
-
-def _row_norm_mean(centred: np.ndarray) -> float:
-    return float(np.sqrt(np.einsum("ij,ij->i", centred, centred)).mean())
 
 
 def _allocate(weights: np.ndarray, bits: int) -> List[int]:
@@ -77,16 +81,34 @@ def _allocate(weights: np.ndarray, bits: int) -> List[int]:
 
 def allocate_bits(blocks: Sequence[np.ndarray], bits: int) -> List[int]:
     """Bits per client in proportion to its mean centred row norm (largest remainders, at least 1 each)."""
-    return _allocate(np.array([_row_norm_mean(b - b.mean(0)) for b in blocks]), bits)
+    return _allocate(np.array([client_stats(np.asarray(b, dtype=np.float64))[1] for b in blocks]), bits)
 
 
-def _project(x: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """``x @ r`` in row chunks small enough for OpenBLAS to run each on one thread: at coreset sizes the
-    product takes ~0.1 ms, and waking BLAS threads on a loaded machine costs up to 100x that."""
-    rows = max(1, 200_000 // max(1, x.shape[1] * r.shape[1]))
-    if len(x) <= rows:
-        return x @ r
-    return np.concatenate([x[i:i + rows] @ r for i in range(0, len(x), rows)])
+def _check_offset(offset: float) -> None:
+    if offset < 0 or not np.isfinite(offset):
+        raise ConfigError(f"offset must be a finite number >= 0, got {offset!r}")
+
+
+def _signature_words(blocks: Sequence[np.ndarray], bits: int, seed: int, offset: float) -> np.ndarray:
+    stats = [client_stats(x) for x in blocks]  # each client: its column means and mean centred row norm
+    words = np.zeros((len(blocks[0]), -(-bits // 64)), dtype=np.uint64)
+    first = 0
+    rng = np.random.default_rng(seed)  # one stream, client after client (deployed, each client seeds its own)
+    for x, (m, norm), b in zip(blocks, stats, _allocate(np.array([s[1] for s in stats]), bits)):
+        rt = rng.normal(size=(b, x.shape[1]))  # the client's hyperplanes (and offsets): never leave it
+        shift = rt @ m  # centring folds into the threshold: (x - m) . r > 0  <=>  x . r > m . r
+        if offset > 0:
+            shift -= offset * norm * rng.normal(size=b)
+        simhash_into(x, rt, shift, first, words)
+        first += b
+    return words
+
+
+def simhash_words(blocks: Sequence[np.ndarray], bits: int, seed: int = 0, offset: float = 0.0) -> np.ndarray:
+    """``uint64 [n, ceil(bits / 64)]``: the signatures of :func:`simhash_signatures`, packed as they leave
+    the clients (bit ``j`` of a row is bit ``j % 64`` of word ``j // 64``), computed in one pass per client."""
+    _check_offset(offset)
+    return _signature_words([np.ascontiguousarray(b, dtype=np.float64) for b in blocks], bits, seed, offset)
 
 
 def simhash_signatures(blocks: Sequence[np.ndarray], bits: int, seed: int = 0, offset: float = 0.0) -> np.ndarray:
@@ -97,22 +119,8 @@ def simhash_signatures(blocks: Sequence[np.ndarray], bits: int, seed: int = 0, o
     coordinate, so a bit is a random hyperplane with a random offset: it also separates rows of the same
     direction and different norms, which plain SimHash cannot (a one-column client gives it one bit's
     worth of information, the sign)."""
-    if offset < 0 or not np.isfinite(offset):
-        raise ConfigError(f"offset must be a finite number >= 0, got {offset!r}")
-    # centring folds into the projection, (x - m) r = x r - m r, and the norms, |x - m|^2 = |x|^2 - 2 x.m + |m|^2:
-    # no centred copy of the data is made
-    means = [x.mean(0) for x in blocks]
-    norms = np.array([np.sqrt(np.maximum(np.einsum("ij,ij->i", x, x) - 2 * _project(x, m[:, None])[:, 0] + m @ m,
-                                         0)).mean() for x, m in zip(blocks, means)])
-    parts = []
-    for p, (x, m, b) in enumerate(zip(blocks, means, _allocate(norms, bits))):
-        rng = np.random.default_rng(seed * 1009 + p)
-        r = rng.normal(size=(x.shape[1], b))
-        shift = m @ r
-        if offset > 0:
-            shift -= offset * norms[p] * rng.normal(size=b)
-        parts.append(_project(x, r) > shift)
-    return np.concatenate(parts, axis=1)
+    words = simhash_words(blocks, bits, seed, offset)
+    return np.unpackbits(words.view(np.uint8), axis=1, bitorder="little")[:, :bits].astype(bool)
 
 
 def pack_bits(sig: np.ndarray) -> np.ndarray:
@@ -136,11 +144,12 @@ def _check_size(size: int, n: int) -> int:
     return int(size)
 
 
-def _nearest(words: np.ndarray, med_words: np.ndarray, index_bits: int, radius: int,
-             key_pos: np.ndarray) -> np.ndarray:
-    if index_bits == 0:
-        return nearest_scan(words, med_words)[0]
-    return nearest_probe(words, med_words, key_pos, flip_masks(index_bits, radius))[0]
+def _check_labels(labels, n: int, size: int) -> np.ndarray:
+    y = np.asarray(labels)
+    if y.shape != (n,):
+        raise ConfigError(f"labels must have shape ({n},), one per row, got {y.shape}")
+    _check_size(size, n)
+    return y
 
 
 def _assign(words: np.ndarray, med: np.ndarray, index_bits: int, radius: int,
@@ -148,20 +157,12 @@ def _assign(words: np.ndarray, med: np.ndarray, index_bits: int, radius: int,
     """Nearest medoid (position in ``med``) of every row: the inverted index (key = the signature bits at
     ``key_pos``, by default the first ``index_bits``, probed within Hamming ``radius``; an exact scan for
     rows whose probed buckets are all empty), or an exact popcount scan when ``index_bits == 0``."""
+    med_words = np.ascontiguousarray(words[med])
+    if index_bits == 0:
+        return nearest_scan(words, med_words)[0]
     if key_pos is None:
         key_pos = np.arange(index_bits, dtype=np.int64)
-    return _nearest(words, np.ascontiguousarray(words[med]), index_bits, radius, np.asarray(key_pos, dtype=np.int64))
-
-
-def _distinct(words: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of ``words`` and each row's index into them: a row's nearest medoid depends on its
-    words only, so rows with one signature (common in low-dimensional data) are assigned once."""
-    if words.shape[1] == 1:
-        uniq, inv = np.unique(words[:, 0], return_inverse=True)
-        return uniq[:, None], inv.reshape(-1)
-    rows = np.ascontiguousarray(words).view(np.dtype((np.void, words.dtype.itemsize * words.shape[1])))[:, 0]
-    uniq, inv = np.unique(rows, return_inverse=True)
-    return np.ascontiguousarray(uniq.view(words.dtype).reshape(-1, words.shape[1])), inv.reshape(-1)
+    return nearest_probe(words, med_words, np.asarray(key_pos, dtype=np.int64), flip_masks(index_bits, radius))[0]
 
 
 def _check_index_bits(index_bits: Optional[int], nbits: int) -> None:
@@ -179,17 +180,8 @@ def _check_rounds(iters: int, radius: int) -> None:
 
 
 def _auto_index_bits(k: int, distinct: int, nbits: int) -> int:
-    """Key bits by a cost model, in popcount comparisons: an exact scan costs ``distinct · k``; a probe
-    round with ``b`` key bits visits ``min(distinct, 2^b) · F(b)`` buckets (``F(b) = 1 + b + b(b-1)/2`` keys
-    within radius 2, about 7 comparisons each, measured) and compares ``distinct · k · F(b) / 2^b``
-    medoids. 0 (the scan) when it is cheapest, else HaCore's 9 bits or more, up to 16."""
-    best, best_cost = 0, float(distinct) * k
-    for b in range(min(9, nbits), min(nbits, 16) + 1):
-        f = 1 + b + b * (b - 1) / 2
-        cost = 7 * min(distinct, 2 ** b) * f + distinct * k * f / 2 ** b
-        if cost < best_cost:
-            best, best_cost = b, cost
-    return best
+    """The cost model's key bits (:func:`sgl.federated.selection.hamming_kernels.auto_index_bits`)."""
+    return int(auto_index_bits(k, distinct, nbits))
 
 
 def _key_bits(bits: np.ndarray, index_bits: int, rng: np.random.Generator) -> np.ndarray:
@@ -200,51 +192,89 @@ def _key_bits(bits: np.ndarray, index_bits: int, rng: np.random.Generator) -> np
     return np.sort(order[np.argsort(balance, kind="stable")[:index_bits]]).astype(np.int64)
 
 
-def _kmedoids_words(words: np.ndarray, bits: np.ndarray, k: int, iters: int, seed: int,
-                    index_bits: Optional[int], radius: int) -> Tuple[np.ndarray, np.ndarray]:
-    """k-medoids on packed ``words`` (assignment) and the same signatures as ``uint8`` 0/1 ``bits`` (update)."""
-    n, nbits = bits.shape
-    rng = np.random.default_rng(seed)
-    med = np.sort(rng.choice(n, k, replace=False))  # the same draw as raw_kmedoids: same initial medoids
-    uniq, inv = _distinct(np.ascontiguousarray(words))
-    if index_bits is None:
-        index_bits = _auto_index_bits(k, len(uniq), nbits)
-    key_pos = _key_bits(bits, index_bits, rng) if index_bits else np.zeros(0, dtype=np.int64)
-    return kmedoid_rounds(uniq, inv, np.ascontiguousarray(bits), med.astype(np.int64), int(iters), key_pos,
-                          flip_masks(index_bits, radius))
+@lru_cache(maxsize=32)
+def _flip_table(nbits: int, index_bits: Optional[int], radius: int) -> Tuple[np.ndarray, np.ndarray]:
+    """``flip_masks(b, radius)`` for every key width ``b`` the run may use, padded into one table."""
+    widths = [index_bits] if index_bits is not None else [0] + list(range(min(9, nbits), min(nbits, 16) + 1))
+    masks = {b: flip_masks(b, radius) for b in widths}
+    table = np.zeros((max(widths) + 1, max(len(m) for m in masks.values())), dtype=np.int64)
+    count = np.zeros(max(widths) + 1, dtype=np.int64)
+    for b, m in masks.items():
+        table[b, :len(m)], count[b] = m, len(m)
+    table.flags.writeable = count.flags.writeable = False
+    return table, count
+
+
+def _kmedoids_words(words: np.ndarray, nbits: int, order: np.ndarray, starts: np.ndarray, ks: np.ndarray,
+                    init: np.ndarray, iters: int, index_bits: Optional[int], radius: int,
+                    perm: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    table, count = _flip_table(int(nbits), None if index_bits is None else int(index_bits), int(radius))
+    return coreset_classes(words, int(nbits), order, starts, ks, init, int(iters),
+                           -1 if index_bits is None else int(index_bits), table, count, perm)
 
 
 def hamming_kmedoids(sig: np.ndarray, k: int, iters: int = 3, seed: int = 0, index_bits: Optional[int] = 9,
                      radius: int = 2) -> Tuple[np.ndarray, np.ndarray]:
-    """``(medoid row ids [k], assignment [n] in 0..k-1)`` of k-medoids on boolean signatures ``[n, bits]``."""
+    """``(medoid row ids [k], assignment [n] in 0..k-1)`` of k-medoids on boolean signatures ``[n, bits]``
+    (initial medoids ``rng.choice(n, k)``, then the tie order of the key bits ``rng.permutation(bits)``)."""
     sig = np.asarray(sig, dtype=bool)
-    k = _check_size(k, len(sig))
-    _check_index_bits(index_bits, sig.shape[1])
+    n, nbits = sig.shape
+    k = _check_size(k, n)
+    _check_index_bits(index_bits, nbits)
     _check_rounds(iters, radius)
-    return _kmedoids_words(pack_bits(sig), sig.view(np.uint8), k, iters, seed, index_bits, radius)
+    rng = np.random.default_rng(seed)
+    init = np.sort(rng.choice(n, k, replace=False)).astype(np.int64)
+    perm = rng.permutation(nbits).astype(np.int64)
+    return _kmedoids_words(pack_bits(sig), nbits, np.arange(n, dtype=np.int64), np.array([0, n], dtype=np.int64),
+                           np.array([k], dtype=np.int64), init, iters, index_bits, radius, perm)
 
 
-def raw_kmedoids(x: np.ndarray, k: int, iters: int = 3, seed: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+def raw_kmedoids(x: np.ndarray, k: int, iters: int = 3, seed: int = 0,
+                 init: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
     """The baseline: alternating k-medoids on raw features (full assignment; exact in-cluster medoid update,
     compiled as HaCore's rounds are: :mod:`sgl.federated.selection.raw_kmedoids`)."""
-    return _raw_kmedoids(x, _check_size(k, len(x)), iters, seed)
+    return _raw_kmedoids(x, _check_size(k, len(x)), iters, seed, init)
 
 
-def _per_class(labels: np.ndarray, size: int, fit, seed: int) -> Tuple[np.ndarray, np.ndarray]:
-    classes, counts = np.unique(labels, return_counts=True)
-    ks = np.maximum(1, np.round(size * counts / counts.sum()).astype(int))
-    ks = np.minimum(ks, counts)
+def _class_codes(y: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """``(class code of every row in 0..C-1 (sorted label order), rows per class)``; integer labels of a
+    small range by counting (``O(n)``), others through ``np.unique``."""
+    if y.dtype.kind in "iub" and len(y):
+        lo, hi = int(y.min()), int(y.max())
+        if hi - lo <= 4 * len(y) + 1024:
+            counts = np.bincount((y - lo).astype(np.int64), minlength=hi - lo + 1)
+            present = counts > 0
+            return (np.cumsum(present) - 1)[y - lo], counts[present]
+    _, codes, counts = np.unique(y, return_inverse=True, return_counts=True)
+    return codes.reshape(-1), counts
+
+
+def initial_medoids(labels: np.ndarray, size: int, seed: int = 0) -> Tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                             np.ndarray]:
+    """The per-class plan both coresets share: ``(order, starts, ks, init)``. Class ``c`` (in sorted label
+    order) holds the rows ``order[starts[c]:starts[c + 1]]`` (ascending) and gets ``ks[c] = round(size ·
+    n_c / n)`` medoids (at least 1, at most ``n_c``, ``size`` in all); its initial medoids are the positions
+    ``init[sum(ks[:c]):sum(ks[:c + 1])]`` into its rows (ascending), ``k_c`` of ``n_c`` drawn uniformly
+    without replacement (:func:`sgl.federated.selection.hamming_kernels.draw_initial`).
+
+    Example:
+        >>> order, starts, ks, init = initial_medoids(np.array([1, 0, 1, 1, 0, 1]), 3, seed=0)
+        >>> order.tolist(), starts.tolist(), ks.tolist(), len(init)
+        ([1, 4, 0, 2, 3, 5], [0, 2, 6], [1, 2], 3)
+    """
+    codes, counts = _class_codes(np.asarray(labels))
+    if size < len(counts):
+        raise ConfigError(f"a coreset of {size} rows cannot give each of the {len(counts)} classes a medoid; "
+                          f"choose size >= {len(counts)}")
+    ks = np.minimum(np.maximum(1, np.round(size * counts / counts.sum()).astype(np.int64)), counts)
     while ks.sum() > size:
         ks[np.argmax(ks)] -= 1
     while ks.sum() < size:
         ks[np.argmax(counts - ks)] += 1
-    ids, weights = [], []
-    for c, kc in zip(classes, ks):
-        rows = np.flatnonzero(labels == c)
-        med, assign = fit(rows, int(kc), seed + int(kc))
-        ids.append(rows[med])
-        weights.append(np.bincount(assign, minlength=int(kc)))
-    return np.concatenate(ids), np.concatenate(weights).astype(np.float64)
+    small = codes.astype(np.uint16) if len(counts) < 1 << 16 else codes  # stable sort of 16-bit ints: a radix sort
+    order = np.argsort(small, kind="stable").astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return order, starts, ks, draw_initial(starts, ks, seed)
 
 
 def hacore_coreset(blocks: Sequence, labels, size: int, bits: int = 64, iters: int = 3, seed: int = 0,
@@ -257,24 +287,29 @@ def hacore_coreset(blocks: Sequence, labels, size: int, bits: int = 64, iters: i
     (``0``: plain SimHash). Returns the medoids' row ids and their cluster sizes as weights."""
     start = time.perf_counter()
     xs = check_parties(blocks)
-    y = np.asarray(labels)
-    _check_size(size, len(y))
-    if y.shape != (len(xs[0]),):
-        raise ConfigError(f"labels must have shape ({len(xs[0])},), got {y.shape}")
+    y = _check_labels(labels, len(xs[0]), size)
     _check_index_bits(index_bits, bits)
     _check_rounds(iters, radius)
-    sig = simhash_signatures(xs, bits, seed, offset)
-    words, sig = pack_bits(sig), sig.view(np.uint8)
-    ids, w = _per_class(y, size, lambda rows, k, s: _kmedoids_words(words[rows], sig[rows], k, iters, s, index_bits,
-                                                                    radius), seed)
-    return Coreset(ids, w, time.perf_counter() - start)
+    _check_offset(offset)
+    order, starts, ks, init = initial_medoids(y, size, seed)
+    words = _signature_words(xs, bits, seed, offset)
+    perm = np.random.default_rng(seed).permutation(bits).astype(np.int64)
+    med, cluster = _kmedoids_words(words, bits, order, starts, ks, init, iters, index_bits, radius, perm)
+    return Coreset(med, np.bincount(cluster, minlength=len(med)).astype(np.float64), time.perf_counter() - start)
 
 
 def raw_kmedoids_coreset(blocks: Sequence, labels, size: int, iters: int = 3, seed: int = 0) -> Coreset:
-    """The baseline coreset: per-class alternating k-medoids on the concatenated raw features."""
+    """The baseline coreset: per-class alternating k-medoids on the concatenated raw features, from the
+    initial medoids HaCore starts from (:func:`initial_medoids`)."""
     start = time.perf_counter()
     x = np.concatenate(check_parties(blocks), axis=1)
-    y = np.asarray(labels)
-    _check_size(size, len(y))
-    ids, w = _per_class(y, size, lambda rows, k, s: raw_kmedoids(x[rows], k, iters, s), seed)
-    return Coreset(ids, w, time.perf_counter() - start)
+    y = _check_labels(labels, len(x), size)
+    order, starts, ks, init = initial_medoids(y, size, seed)
+    offs = np.concatenate([[0], np.cumsum(ks)])
+    ids, weights = [], []
+    for c, k in enumerate(ks):
+        rows = order[starts[c]:starts[c + 1]]
+        med, assign = _raw_kmedoids(x[rows], int(k), iters, seed, init[offs[c]:offs[c + 1]])
+        ids.append(rows[med])
+        weights.append(np.bincount(assign, minlength=int(k)))
+    return Coreset(np.concatenate(ids), np.concatenate(weights).astype(np.float64), time.perf_counter() - start)

@@ -14,7 +14,7 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 from numba import njit
@@ -54,13 +54,16 @@ def exact_medoids(x: np.ndarray, assign: np.ndarray, k: int) -> np.ndarray:
     return _exact_medoids(np.ascontiguousarray(x, dtype=np.float64), order, starts, int(k))
 
 
-def raw_kmedoids(x: np.ndarray, k: int, iters: int = 3, seed: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+def raw_kmedoids(x: np.ndarray, k: int, iters: int = 3, seed: int = 0,
+                 init: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
     """``(medoid row ids [k], assignment [n])``: alternating k-medoids on raw features ``x [n, d]`` from the
-    seeded initial medoids HaCore also starts from (``k`` is validated by the caller)."""
+    initial medoids ``init`` (HaCore's; default ``sort(rng(seed).choice(n, k))``; ``k`` is validated by the
+    caller)."""
     import faiss
 
     n = len(x)
-    med = np.sort(np.random.default_rng(seed).choice(n, k, replace=False))
+    med = np.sort(np.random.default_rng(seed).choice(n, k, replace=False)) if init is None else \
+        np.asarray(init, dtype=np.int64)
     x32 = np.ascontiguousarray(x, dtype=np.float32)
 
     def assign_to(med: np.ndarray) -> np.ndarray:
