@@ -44,7 +44,8 @@ from sgl.systems.seq.cost import (FLEXSP_ALLTOALL_GBPS, SeqCostModel, SeqHardwar
 from sgl.systems.seq.flexsp import FlexSPPlanner, check_fits
 from sgl.systems.seq.hydraulis import HydraulisPlanner, Replica
 from sgl.systems.seq.lengths import GlobalBatchSampler, LengthHistogram, check_lengths, corpus_lengths, read_lengths
-from sgl.systems.seq.malleus import MalleusModel, MalleusPlan, MalleusPlanner
+from sgl.systems.seq.malleus import MalleusModel, MalleusPlan, MalleusPlanner, hybrid_layouts, plan_any_layout
+from sgl.systems.seq.malleus_oracle import oracle_ceiling
 from sgl.systems.seq.mesh import DynamicMeshPlanner
 from sgl.systems.seq.plan import GroupWork, StepPlan
 from sgl.systems.seq.profile import LinkFit, MachineProfile, predict_step_ms
@@ -74,6 +75,7 @@ __all__ = ["read_lengths", "corpus_lengths", "LengthHistogram", "GlobalBatchSamp
            "hydraulis_pool", "longest_supported", "FLEXSP_ALLTOALL_GBPS", "FlexSPPlanner", "check_fits",
            "HydraulisPlanner", "Replica", "GroupWork", "StepPlan", "DynamicMeshPlanner", "SwitchingPlanner",
            "SwitchingResult", "switch_pool", "MalleusModel", "MalleusPlan", "MalleusPlanner", "check_rates",
+           "hybrid_layouts", "plan_any_layout", "oracle_ceiling",
            "measure_rates", "straggler_setting", "straggling_rates", "ulysses_attention", "ring_attention",
            "cu_seqlens", "varlen_attention", "sequence_parallel_block", "sequence_parallel_lm", "calibrate_cost_model", "compare",
            "Comparison", "MachineProfile", "LinkFit", "calibrate_machine", "predict_step_ms"]
