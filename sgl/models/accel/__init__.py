@@ -7,8 +7,12 @@ from sgl.models.accel.quant import (
     INT8_BACKENDS, Int8NodeFeatures, dequantize_columns, model_bytes, quantizable_layers, quantize_columns,
     quantize_int8,
 )
+from sgl.models.accel.static_int8 import (
+    FoldedLinear, StaticGAMLP, StaticHopMix, StaticMLP, fuse_fp32, quantize_static_int8,
+)
 from sgl.models.accel.student import GraphFreeMLP, GraphFreeMLPConfig
 
 __all__ = ["GraphFreeMLP", "GraphFreeMLPConfig", "positional_features", "inductive_positions", "quantize_int8",
            "quantizable_layers", "Int8NodeFeatures", "quantize_columns", "dequantize_columns", "model_bytes",
-           "INT8_BACKENDS", "BinaryLinear", "binarize", "binary_bytes"]
+           "INT8_BACKENDS", "quantize_static_int8", "fuse_fp32", "FoldedLinear", "StaticGAMLP", "StaticMLP",
+           "StaticHopMix", "BinaryLinear", "binarize", "binary_bytes"]

@@ -12,6 +12,9 @@ r"""int8 inference for the dense parts of scalable models, and int8 storage of p
 * :class:`Int8NodeFeatures` -- precomputed hops stored as int8 with one scale per column:
   :math:`s_j = \max_v |x_{vj}| / 127`, :math:`q_{vj} = \mathrm{round}(x_{vj}/s_j)`, so the
   round trip errs by at most :math:`s_j/2` and the cache shrinks 4x (plus ``4d`` bytes of scales).
+  :meth:`Int8NodeFeatures.codes_at` hands the int8 rows as they are to the static int8 path
+  (:mod:`sgl.models.accel.static_int8`), which folds the scales into the weights and covers
+  GAMLP's hop attention too.
 
 Example:
     >>> import torch
@@ -30,16 +33,19 @@ import warnings
 from typing import Any, List, Sequence, Union
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from sgl._checks import check_choice
-from sgl.errors import ConfigError
+from sgl.errors import ConfigError, FeatureError
 from sgl.models.features import NodeFeatures
 
 __all__ = ["quantize_int8", "quantizable_layers", "Int8NodeFeatures", "quantize_columns", "dequantize_columns",
            "model_bytes", "INT8_BACKENDS"]
 
 INT8_BACKENDS = ("auto", "torch.ao", "torchao")
+#: :meth:`Int8NodeFeatures.quantize` pads code tensors at least this wide to a multiple of 8 columns
+PAD_FROM = 256
 
 
 def quantizable_layers(model: nn.Module) -> List[str]:
@@ -114,14 +120,26 @@ def dequantize_columns(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return q.float() * scale
 
 
+def _word_gather(q: torch.Tensor) -> bool:
+    """Whether ``q``'s rows can be gathered as 8-byte words."""
+    return q.size(1) % 8 == 0 and q.is_contiguous() and q.storage_offset() % 8 == 0
+
+
 class Int8NodeFeatures(NodeFeatures):
     """Precomputed features or hops kept as int8 with per-column scales; rows come back as float.
 
     A drop-in for :class:`~sgl.models.NodeFeatures`: indexing dequantises only the rows asked for.
+    ``codes`` may be stored wider than their ``scales`` (zero columns): :meth:`quantize` pads a
+    tensor of at least :data:`PAD_FROM` columns to a multiple of 8, so :meth:`codes_at` gathers
+    rows as 8-byte words (about 2x faster than byte rows, for under 3% more bytes).
     """
 
     def __init__(self, codes: Sequence[torch.Tensor], scales: Sequence[torch.Tensor], as_hops: bool) -> None:
-        self.codes, self.scales, self._as_hops = list(codes), list(scales), as_hops
+        self.stored, self.scales, self._as_hops = list(codes), list(scales), as_hops
+        if len(self.stored) != len(self.scales) or any(q.size(1) < s.numel()
+                                                       for q, s in zip(self.stored, self.scales)):
+            raise FeatureError("Int8NodeFeatures needs one scale per code column (codes may carry zero padding)")
+        self.codes = [q[:, :s.numel()] for q, s in zip(self.stored, self.scales)]  # views without the padding
         self.num_nodes = int(self.codes[0].size(0))
         self.data = self.codes if as_hops else self.codes[0]
 
@@ -130,7 +148,8 @@ class Int8NodeFeatures(NodeFeatures):
         data = features.data if isinstance(features, NodeFeatures) else features
         as_hops = not isinstance(data, torch.Tensor)
         pairs = [quantize_columns(t) for t in (data if as_hops else [data])]
-        return cls([q for q, _ in pairs], [s for _, s in pairs], as_hops)
+        codes = [F.pad(q, (0, -q.size(1) % 8)) if q.size(1) >= PAD_FROM else q for q, _ in pairs]
+        return cls(codes, [s for _, s in pairs], as_hops)
 
     @property
     def is_hops(self) -> bool:
@@ -138,7 +157,13 @@ class Int8NodeFeatures(NodeFeatures):
 
     @property
     def nbytes(self) -> int:
-        return sum(q.numel() + s.numel() * s.element_size() for q, s in zip(self.codes, self.scales))
+        return sum(q.numel() + s.numel() * s.element_size() for q, s in zip(self.stored, self.scales))
+
+    def codes_at(self, index: torch.Tensor) -> Union[torch.Tensor, List[torch.Tensor]]:
+        """The int8 code rows as stored (padding included, not dequantised): the input of
+        :func:`~sgl.models.accel.quantize_static_int8`'s plans."""
+        rows = [q.view(torch.int64)[index].view(torch.int8) if _word_gather(q) else q[index] for q in self.stored]
+        return rows if self._as_hops else rows[0]
 
     def __getitem__(self, index: torch.Tensor) -> Union[torch.Tensor, List[torch.Tensor]]:
         rows = [dequantize_columns(q[index], s) for q, s in zip(self.codes, self.scales)]
