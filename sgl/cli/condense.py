@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--method", choices=("gcond", "doscond", "kmeans"), default="gcond",
                    help="gcond (gradient matching, default), doscond (one-step), kmeans (training-free)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--epochs", type=int, help="matching epochs (gcond/doscond; default 200)")
+    p.add_argument("--epochs", type=int, help="matching epochs (gcond/doscond; default 600, GCond's Cora script)")
     p.add_argument("--option", action="append", metavar="KEY=VALUE",
                    help="CondenseConfig field, e.g. outer=20 inner=15 lr_feat=1e-4 threshold=0.05")
     p.add_argument("--dataset-option", action="append", metavar="KEY=VALUE", help="dataset loader option")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -48,8 +48,13 @@ def _logits(model: Any, features: Any, index: torch.Tensor, trainer: Trainer, de
     return trainer._predict(model, features, index, device)
 
 
-def fit_condensed(model: Any, small: Any, real: Any, config: TrainConfig, seed: int = 0) -> Dict[str, Any]:
-    """Train on all nodes of ``small``; choose the epoch on ``real``'s validation nodes; test on ``real``."""
+def fit_condensed(model: Any, small: Any, real: Any, config: TrainConfig, seed: int = 0,
+                  lr_drop_epoch: Optional[int] = None) -> Dict[str, Any]:
+    """Train on all nodes of ``small``; choose the epoch on ``real``'s validation nodes; test on ``real``.
+
+    ``lr_drop_epoch``: from that epoch on, a fresh Adam at a tenth of the learning rate (GCond's
+    evaluation of a condensed graph: 600 epochs, the drop at 300).
+    """
     seed_everything(seed)
     model.reset_parameters()
     device = get_device(config.device)
@@ -66,6 +71,8 @@ def fit_condensed(model: Any, small: Any, real: Any, config: TrainConfig, seed: 
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     best, best_state, stale, start = (-1.0, -1), None, 0, time.perf_counter()
     for epoch in range(config.epochs):
+        if epoch == lr_drop_epoch:
+            optimizer = torch.optim.Adam(model.parameters(), lr=config.lr / 10, weight_decay=config.weight_decay)
         model.train()
         optimizer.zero_grad()
         out = model(small_in) if model.full_batch else model(to_device(small_in[rows], device))
@@ -89,10 +96,11 @@ def fit_condensed(model: Any, small: Any, real: Any, config: TrainConfig, seed: 
 
 
 def run_condensed(factory: Callable[[], Any], small: Any, real: Any, seeds: Sequence[int],
-                  config: TrainConfig) -> Dict[str, Any]:
+                  config: TrainConfig, lr_drop_epoch: Optional[int] = None) -> Dict[str, Any]:
     """:func:`fit_condensed` per seed; the results part of a run record."""
     check_condensed_source(small, real)
-    runs: List[Dict[str, Any]] = [fit_condensed(factory(), small, real, config, seed) for seed in seeds]
+    runs: List[Dict[str, Any]] = [fit_condensed(factory(), small, real, config, seed, lr_drop_epoch)
+                                  for seed in seeds]
     record: Dict[str, Any] = {"seeds": list(seeds), "runs": runs, "precompute_time_s": 0.0,
                               "train_time_s": sum(r["train_time_s"] for r in runs), "peak_rss_mb": peak_rss_mb(),
                               "condensed_from": dict(small.condensed_from)}

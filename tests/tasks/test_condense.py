@@ -8,7 +8,7 @@ from sgl.models import SGC
 from sgl.tasks import RunConfig, TrainConfig, run
 from sgl.tasks.condense import CondenseConfig, class_budget, condense
 from sgl.tasks.condense_eval import run_condensed
-from sgl.tasks.condense_gcond import PairAdjacency, dense_propagate, matching_distance
+from sgl.tasks.condense_gcond import PairAdjacency, class_gradients, dense_propagate, matching_distance
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +48,30 @@ def test_gcond_parts():
     assert float(matching_distance(g, g)) == pytest.approx(0.0, abs=1e-5)
     x = torch.randn(6, 2)
     assert torch.allclose(dense_propagate(torch.zeros(6, 6), x, 2), x)  # isolated nodes: only self-loops
+
+
+def test_pair_batchnorm_from_node_statistics_equals_the_batchnorm_of_all_pairs():
+    torch.manual_seed(0)
+    pge = PairAdjacency(5, 8)
+    nn_init = torch.nn.init
+    nn_init.uniform_(pge.norm1.weight, 0.5, 2.0), nn_init.uniform_(pge.norm1.bias, -1.0, 1.0)
+    x = torch.randn(6, 5)
+    left, right = pge.left(x), pge.right(x)
+    explicit = pge.norm1((left.unsqueeze(1) + right.unsqueeze(0)).reshape(36, 8))  # every pair materialised
+    assert torch.allclose(pge.norm1.pairs(left, right), explicit, atol=1e-5)
+
+
+def test_class_gradients_match_autograd_per_class():
+    torch.manual_seed(0)
+    h, weight, bias = torch.rand(9, 4), torch.randn(3, 4), torch.randn(3)
+    y = torch.tensor([0, 0, 1, 1, 1, 2, 2, 2, 2])
+    onehot = torch.nn.functional.one_hot(y, 3).float()
+    got = class_gradients(h, weight, bias, onehot, onehot / onehot.sum(dim=0))
+    for c in range(3):
+        w = weight.clone().requires_grad_(True)
+        torch.nn.functional.cross_entropy(h[y == c] @ w.T + bias, y[y == c]).backward()
+        assert torch.allclose(got[c], w.grad, atol=1e-6)
+    assert matching_distance(got, got).abs().max() < 1e-3 and matching_distance(got, -got).min() > 5.9
 
 
 def test_condensed_graph_trains_a_model_and_is_tested_on_the_source(graph, tmp_path):
