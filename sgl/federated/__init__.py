@@ -26,13 +26,16 @@ from sgl.federated.celu import Workset, instance_weights
 from sgl.federated.channel import Channel, CommChannel, LocalChannel
 from sgl.federated.config import FederatedConfig
 from sgl.federated.defenses import (
-    DEFENSES, diagonal_sumkl, marvell, marvell_solve, max_norm, pair_sumkl, perturb, projpert, projpert_targets,
+    DEFENSES, diagonal_sumkl, marvell, marvell_solve, max_norm, pair_sumkl, perturb, projpert, projpert_budgets,
+    projpert_targets,
 )
 from sgl.federated.link import TrafficMeter, WANLink
 from sgl.federated.models import PartyBottom, SplitCTRModel, StagedEmbedding, TopModel
 from sgl.federated.party import SplitParty
 from sgl.federated.runner import attack_report, party_views, run_party, train_centralised, train_federated
-from sgl.federated.rake import invert_dense, rake_attack, surrogate_error, train_surrogate
+from sgl.federated.rake import (
+    RakeTwin, invert_dense, rake_attack, rake_loss, rake_twin, surrogate_error, train_surrogate,
+)
 from sgl.federated.split import FieldSplit, PartyView, check_aligned, default_split, load_split
 from sgl.federated.gbdt_packing import SlotPacker
 from sgl.federated.vf2boost import VF2BoostConfig, VF2BoostModel, VF2BoostResult, plaintext_trees, train_vf2boost
@@ -47,10 +50,10 @@ __all__ = [
     "FederatedConfig", "SplitParty", "train_federated", "train_centralised", "run_party", "attack_report",
     "party_views",
     "norm_scores", "direction_scores", "roc_auc", "leak_auc",
-    "DEFENSES", "perturb", "max_norm", "marvell", "marvell_solve", "projpert", "projpert_targets",
+    "DEFENSES", "perturb", "max_norm", "marvell", "marvell_solve", "projpert", "projpert_targets", "projpert_budgets",
     "diagonal_sumkl", "pair_sumkl",
     "Workset", "instance_weights",
-    "train_surrogate", "surrogate_error", "invert_dense", "rake_attack",
+    "train_surrogate", "surrogate_error", "invert_dense", "rake_attack", "RakeTwin", "rake_twin", "rake_loss",
     "SlotPacker", "VF2BoostConfig", "VF2BoostModel", "VF2BoostResult", "plaintext_trees", "train_vf2boost",
     "selection", *_SELECTION_NAMES,
 ]

@@ -29,7 +29,9 @@ class FederatedConfig:
         attack: passive parties score the received derivatives with the norm and direction attacks.
         local_steps, workset, max_uses, xi: CELU-VFL (``local_steps`` = local updates per round
             trip, deterministic; 0 = vanilla split learning).
-        rake, rake_weight: passive parties run two differentiated bottom models (Rake).
+        rake, rake_weight, rake_consistency: passive parties run two differentiated bottom models
+            (Rake; :func:`sgl.federated.rake.rake_loss`: ``rake_weight`` keeps them apart,
+            ``rake_consistency`` keeps their difference out of the directions the top model uses).
         blindfl, key_bits, frac_bits: every passive party's bottom is a BlindFL source layer
             (:mod:`sgl.federated.blindfl`: Paillier keys of ``key_bits`` >= 1024 at the active party,
             ``frac_bits`` fixed-point bits), trained by plain SGD at ``passive_lr``; needs
@@ -68,6 +70,7 @@ class FederatedConfig:
     xi: float = 0.5
     rake: bool = False
     rake_weight: float = 0.1
+    rake_consistency: float = 10.0
     observe: int = 0
     blindfl: bool = False
     key_bits: int = 2048
@@ -118,8 +121,9 @@ class FederatedConfig:
         for name in ("lr", "pos_weight", "timeout", "bandwidth_mbps"):
             if not float(getattr(self, name)) > 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        if not float(self.latency_ms) >= 0 or not float(self.rake_weight) >= 0:
-            raise ConfigError("latency_ms and rake_weight must be >= 0")
+        if not float(self.latency_ms) >= 0 or not float(self.rake_weight) >= 0 \
+                or not float(self.rake_consistency) >= 0:
+            raise ConfigError("latency_ms, rake_weight and rake_consistency must be >= 0")
         if not 0 <= float(self.dropout) < 1:
             raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}")
 

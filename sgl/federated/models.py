@@ -85,6 +85,13 @@ class PartyBottom(nn.Module):
             self.mlp = nn.Sequential(*layers)
 
     def forward(self, dense: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        out = self.fields(dense, ids)
+        if self.mlp is not None:
+            out = self.mlp(out.flatten(1)).view(out.shape[0], self.num_out, self.embed_dim)
+        return out
+
+    def fields(self, dense: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """The field embeddings ``[B, F_out, k]`` before the MLP head (the whole output without one)."""
         parts = []
         if self.embedding is not None:
             parts.append(self.embedding(ids + self.offsets))
@@ -92,10 +99,7 @@ class PartyBottom(nn.Module):
             parts.append(dense.unsqueeze(-1) * self.dense_vectors)
         if not parts:  # an active party that owns only dense columns: they go raw to the top model
             return dense.new_zeros(dense.shape[0], 0, self.embed_dim)
-        out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
-        if self.mlp is not None:
-            out = self.mlp(out.flatten(1)).view(out.shape[0], self.num_out, self.embed_dim)
-        return out
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
 
 class StagedEmbedding(nn.Module):

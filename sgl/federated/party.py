@@ -35,6 +35,7 @@ from sgl.federated.channel import Channel
 from sgl.federated.config import FederatedConfig
 from sgl.federated.defenses import GAUSSIAN_DEFENSES, perturb
 from sgl.federated.noise import NoiseAhead
+from sgl.federated.rake import rake_loss, rake_twin
 from sgl.federated.models import build_bottom, build_top
 from sgl.federated.split import PartyView, check_aligned
 
@@ -82,8 +83,8 @@ class SplitParty:
         cfg = config
         self.bottoms = [build_bottom(train, rank, cfg.embed_dim, cfg.bottom_hidden, cfg.embedding, cfg.seed)]
         if cfg.rake and not self.active:
-            self.bottoms.append(build_bottom(train, rank, cfg.embed_dim, cfg.bottom_hidden, cfg.embedding,
-                                             cfg.seed, copy=1))
+            self.bottoms.append(rake_twin(self.bottoms[0], train, rank, cfg.embed_dim, cfg.bottom_hidden,
+                                          cfg.embedding, cfg.seed))
         self.top = build_top(cfg.model, out_fields, cfg.embed_dim, train.num_dense, cfg.hidden, cfg.seed,
                              cfg.dropout) if self.active else None
         modules = self.bottoms + ([self.top] if self.top is not None else [])
@@ -116,12 +117,11 @@ class SplitParty:
             return self.bottoms[0](dense, ids)
         f1, f2 = self.bottoms[0](dense, ids), self.bottoms[1](dense, ids)
         coin = torch.rand(f1.shape[0], generator=self.selector, device=self.device) < 0.5
-        self._rake_pair = (f1, f2)
+        self._rake_pair = (f1, f2, coin)
         return torch.where(coin[:, None, None], f1, f2)
 
-    def _rake_loss(self) -> torch.Tensor:
-        f1, f2 = self._rake_pair
-        return self.config.rake_weight * F.relu(F.cosine_similarity(f1.flatten(1), f2.flatten(1), dim=1)).mean()
+    def _rake_loss(self, g: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return rake_loss(*self._rake_pair, g, self.config.rake_weight, self.config.rake_consistency)
 
     def _loss(self, logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
         weight = torch.full((), self.config.pos_weight, device=logits.device, dtype=logits.dtype)
@@ -219,7 +219,7 @@ class SplitParty:
             self.optimizer.zero_grad()
             surrogate = (h * g).sum()
             if len(self.bottoms) > 1:
-                surrogate = surrogate + self._rake_loss()
+                surrogate = surrogate + self._rake_loss(g)
             surrogate.backward()
             self.optimizer.step()
             if self.config.local_steps:
@@ -250,7 +250,7 @@ class SplitParty:
             w = instance_weights(h.detach(), entry.h, self.config.xi)
             surrogate = (h * (w.view(-1, 1, 1) * entry.g)).sum()
             if len(self.bottoms) > 1:
-                surrogate = surrogate + self._rake_loss()
+                surrogate = surrogate + self._rake_loss(w.view(-1, 1, 1) * entry.g)
             surrogate.backward()
         self.optimizer.step()
         self.updates += 1

@@ -11,7 +11,11 @@ known to the attacker, which only makes the attack stronger).
 private coin, independent of the row, picks which one serves each row, and a differentiation
 loss :math:`\lambda\,\mathrm{relu}(\cos(f_1(x), f_2(x)))` keeps their outputs apart. The MSE-optimal
 surrogate of a coin-mixed pair is :math:`\tfrac12(f_1+f_2)`, wrong for both, so surrogate
-fidelity and inversion degrade while the top model learns to use either output.
+fidelity and inversion degrade while the top model learns to use either output. With an MLP
+bottom the two share the embedding tables and hidden layers and own only their output layers
+(:class:`RakeTwin`), so every shared weight learns from every row; and a consistency term
+(:func:`rake_loss`, weight ``rake_consistency``) uses the derivatives the client receives anyway
+to keep :math:`f_1 - f_2` out of the directions the top model's loss depends on.
 
 Metrics: surrogate error = :math:`\mathbb E\lVert\hat f(x)-h\rVert^2 / \mathbb E\lVert h-\bar h\rVert^2`
 (0 = perfect copy, 1 = no better than the mean activation); reconstruction error = MSE of the
@@ -30,15 +34,94 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
+from torch import nn
 
-from sgl.federated.models import PartyBottom, _seeded
+from sgl.errors import ConfigError
+from sgl.federated.models import PartyBottom, _seeded, build_bottom
 from sgl.federated.split import PartyView
 
-__all__ = ["train_surrogate", "surrogate_error", "invert_dense", "rake_attack"]
+__all__ = ["train_surrogate", "surrogate_error", "invert_dense", "rake_attack", "RakeTwin", "rake_twin", "rake_loss"]
+
+
+class RakeTwin(nn.Module):
+    r"""Rake's second bottom model: the **first bottom's** embedding tables, dense vectors and
+    hidden layers with its own output layer, :math:`f_2(x) = W_2 z(x) + b_2` beside
+    :math:`f_1(x) = W_1 z(x) + b_1`, :math:`z` the shared hidden activation.
+
+    Everything but the output layers learns from every row whichever bottom the coin picks; the
+    differentiation loss acts on the output layers (and, through them, on the shared part). The
+    first bottom is held by reference, not as a submodule, so an optimizer over both bottoms'
+    parameters sees each shared tensor once.
+
+    Example:
+        >>> import torch
+        >>> first = PartyBottom([5, 7], 2, embed_dim=4, embed_dense=True, hidden=[8])
+        >>> twin = RakeTwin(first, torch.nn.Linear(8, 16))
+        >>> dense, ids = torch.randn(3, 2), torch.tensor([[0, 1], [4, 6], [2, 3]])
+        >>> twin(dense, ids).shape, len(list(twin.parameters()))
+        (torch.Size([3, 4, 4]), 2)
+    """
+
+    def __init__(self, first: PartyBottom, head: nn.Linear) -> None:
+        super().__init__()
+        if first.mlp is None:
+            raise ConfigError("RakeTwin shares all but the output layer, so the bottom needs an MLP head "
+                              "(set bottom_hidden, e.g. [64])")
+        self._first = (first,)  # a tuple: not registered, so the shared tensors are not the twin's parameters
+        self.head = head
+        self.num_out, self.embed_dim = first.num_out, first.embed_dim
+
+    def forward(self, dense: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        first = self._first[0]
+        z = first.mlp[:-1](first.fields(dense, ids).flatten(1))
+        return self.head(z).view(z.shape[0], self.num_out, self.embed_dim)
+
+
+def rake_twin(first: PartyBottom, view: PartyView, rank: int, embed_dim: int, hidden: Sequence[int],
+              embedding: str, seed: int) -> nn.Module:
+    """Rake's second bottom for party ``rank``: a :class:`RakeTwin` of ``first`` when the bottoms
+    have an MLP (``hidden``), else a whole second bottom (nothing could differ otherwise). Its
+    output layer is initialised from its own seed (that of bottom ``f"bottom{rank}.1"``)."""
+    second = build_bottom(view, rank, embed_dim, hidden, embedding, seed, copy=1)
+    return RakeTwin(first, second.mlp[-1]) if second.mlp is not None else second
+
+
+def rake_loss(f1: torch.Tensor, f2: torch.Tensor, coin: torch.Tensor, g: Optional[torch.Tensor] = None,
+              weight: float = 1.0, consistency: float = 0.0) -> torch.Tensor:
+    r"""The client's extra loss for Rake's two bottoms on one batch.
+
+    :math:`\lambda\,\overline{\mathrm{relu}(\cos(f_1, f_2))}` keeps the outputs apart; with
+    ``consistency`` :math:`\mu` and the derivatives ``g`` the client received for the rows it sent
+    (``coin`` true: it sent :math:`f_1`), it adds :math:`\mu\,\overline{\delta_i^2}` with
+    :math:`\delta_i = B\,g_i\cdot(f_{\bar c}(x_i) - f_c(x_i))`, the first-order change of row
+    ``i``'s loss had the other bottom served it. That pushes the two bottoms' difference into
+    directions the top model does not use, so the task does not pay for it, while the outputs
+    stay apart. ``g`` is treated as a constant (it is what the client received).
+
+    Example:
+        >>> import torch
+        >>> f1 = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        >>> coin = torch.tensor([True, False])
+        >>> float(rake_loss(f1, -f1, coin))                      # opposite outputs: nothing to push
+        0.0
+        >>> g = torch.tensor([[0.5, 0.0], [0.0, 0.0]])           # the top model uses row 0's first coordinate
+        >>> float(rake_loss(f1, -f1, coin, g, consistency=1.0))  # delta_0 = 2 * 0.5 * (-2) = -2, delta_1 = 0
+        2.0
+    """
+    b = f1.shape[0]
+    out = weight * F.relu(F.cosine_similarity(f1.reshape(b, -1), f2.reshape(b, -1), dim=1)).mean()
+    if consistency and g is not None:
+        if g.shape[0] != b:
+            raise ConfigError(f"rake_loss: derivatives for {g.shape[0]} rows, bottom outputs for {b}")
+        other_minus_sent = torch.where(coin.reshape(b, *([1] * (f1.dim() - 1))), f2 - f1, f1 - f2)
+        delta = b * (g.detach().reshape(b, -1) * other_minus_sent.reshape(b, -1)).sum(1)
+        out = out + consistency * delta.square().mean()
+    return out
 
 
 def _tensors(view: PartyView, h: Any):

@@ -94,3 +94,44 @@ def test_bad_defense_options():
     with pytest.raises(ConfigError, match="bound > 0"):
         perturb("projpert-iso", grad, y)
     assert perturb("projpert-opt", grad, torch.zeros(64), bound=1.0) is grad  # one class: nothing to hide
+
+
+def test_projpert_budgets_meet_the_bound_with_less_noise_than_the_even_split():
+    from sgl.federated.defenses import projpert_budgets
+
+    g = torch.Generator().manual_seed(3)
+    d, bound = 40, 1.0
+    m = torch.randn(d, generator=g).double() * torch.linspace(0.1, 3, d).double()  # uneven mean gaps
+    s1, s0 = torch.full((d,), 1e-3).double(), torch.full((d,), 2e-3).double()
+    c = projpert_budgets(s1, s0, m, bound)
+    assert abs(float(c.sum()) - bound) < 1e-9 and (c >= 0).all()
+    power = lambda c: float(projpert_targets(s1, s0, m, c, "iso")[0].square().sum())  # noqa: E731
+    assert power(c) < 0.9 * power(bound / d)
+    # the optimum: no other split of the same budget (random ones here) needs less noise
+    for _ in range(20):
+        w = torch.rand(d, generator=g).double()
+        assert power(c) <= power(bound * w / w.sum()) + 1e-12
+    # equal gaps and negligible stds: the even split is already optimal
+    flat = projpert_budgets(s1 * 0, s0 * 0, torch.ones(d).double(), bound)
+    assert torch.allclose(flat, torch.full_like(flat, bound / d))
+
+
+def test_projpert_opt_meets_the_total_bound_with_less_noise_than_iso():
+    g, y = _batch(d=16)
+    g = g * torch.linspace(0.2, 2.0, 16)  # uneven class gaps across coordinates
+    z = torch.randn(g.shape, generator=torch.Generator().manual_seed(5))
+    out = {mode: perturb(f"projpert-{mode}", g, y, bound=1.0, noise=z) for mode in ("iso", "opt")}
+    noise = {mode: float((out[mode] - g).square().sum()) for mode in out}
+    assert noise["opt"] < 0.8 * noise["iso"]
+    assert diagonal_sumkl(out["opt"], y) < 1.3  # ~1 up to sampling error
+
+
+@pytest.mark.parametrize("u, v, delta2", [(1e-11, 3e-11, 3e-7), (2e-9, 1e-9, 2.4e-6), (1.0, 2.0, 0.5)])
+def test_marvell_noise_mostly_along_delta_when_the_classes_are_tight(u, v, delta2):
+    # derivative batches whose class spread is tiny against the mean gap (as on Criteo): the least power
+    # is about delta2 / bound along delta, not the isotropic d * 4 delta2 / bound SLSQP used to fall back to
+    p, d, bound = 0.25, 208, 1.0
+    lam, kl = marvell_solve(u, v, delta2, p, d, bound=bound)
+    power = p * (lam[1] + (d - 1) * lam[3]) + (1 - p) * (lam[0] + (d - 1) * lam[2])
+    assert kl <= bound * (1 + 1e-6)
+    assert power <= 1.05 * (delta2 / bound + (d - 1) * (1 - p) * max(v - u, 0) + (d - 1) * p * max(u - v, 0)) + 1e-15
