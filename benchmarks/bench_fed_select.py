@@ -28,7 +28,9 @@ One run, every figure measured by it (in-process parties; the bytes are what wou
    the baseline's time over it bounds the speed-up any Hamming clustering could reach. ``--raw-threads``
    sets the baseline's faiss threads (default: faiss's own, all cores). Target: within 1 point of
    full data, >= 10x faster than raw k-medoids. ``--hacore-validation`` reruns the grid that fixed
-   offset and bits for all sets (fit/validation split of the training rows; the test split is not used).
+   offset and bits for all sets (3 fit/validation splits of the training rows x 2 coreset seeds; the test
+   split is not used), beside two references with the same per-class plan: k-medoids on the raw features
+   (exact distances) and random rows, so a set where even exact distances miss the target shows as such.
 4. VF-MINE's encrypted aggregation: the same MI estimate with partial distances added in plaintext
    and under Paillier (1024-bit keys, ``[federated]`` extra), time and bytes.
 """
@@ -41,8 +43,8 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from sgl.federated.selection import (
-    exact_shapley, hacore_coreset, mi_utility, psmi_values, raw_kmedoids_coreset, selection_accuracy,
-    simhash_words, stratified_coalitions, vfps_select, vfps_sm_select, weighted_accuracy,
+    exact_shapley, hacore_coreset, initial_medoids, mi_utility, psmi_values, raw_kmedoids_coreset,
+    selection_accuracy, simhash_words, stratified_coalitions, vfps_select, vfps_sm_select, weighted_accuracy,
 )
 
 
@@ -232,34 +234,58 @@ def _hacore_sets():
     return out
 
 
-def hacore_validation(seed, frac, seeds=3):
-    """How HaCore's fixed settings were chosen: the training rows split 75/25 into fit/validation rows (the
-    test split is not touched); for each (offset, bits), the coreset of the fit rows is scored on the
-    validation rows against the full fit rows, averaged over ``seeds`` seeds, then over the data sets."""
+def _random_coreset(labels, size, seed):
+    """Reference for the validation grid: ``size`` rows drawn per class like HaCore's initial medoids
+    (:func:`initial_medoids`), each weighted by its class's rows per drawn row."""
+    order, starts, ks, init = initial_medoids(labels, size, seed)
+    offs = np.concatenate([[0], np.cumsum(ks)])
+    ids = np.concatenate([order[starts[c] + init[offs[c]:offs[c + 1]]] for c in range(len(ks))])
+    weights = np.repeat((np.diff(starts) / ks).astype(np.float64), ks)
+    return ids, weights
+
+
+def hacore_validation(seed, frac, seeds=2, splits=3):
+    """How HaCore's fixed settings were chosen, and what the coreset itself costs: for each of ``splits``
+    splits, the training rows split 75/25 into fit/validation rows (the test split is not touched); for
+    each (offset, bits), the coreset of the fit rows is scored on the validation rows against the full fit
+    rows, averaged over ``seeds`` coreset seeds and the splits, then over the data sets. Two references
+    with the same plan: k-medoids on the raw features (exact distances) and a random per-class coreset."""
     grid = [(offset, bits) for offset in (0.0, 0.5, 1.0) for bits in (64, 128)]
+    names = [f"{o}/{b}" for o, b in grid] + ["raw", "random"]
     print(f"\n== 3a. HaCore settings on validation splits (coreset {frac:.0%} of the fit rows; points vs full "
-          f"fit rows, mean of {seeds} seeds)")
-    means = {g: [] for g in grid}
+          f"fit rows, mean of {splits} splits x {seeds} coreset seeds; offset/bits, then the references: raw = "
+          f"k-medoids on the raw features, random = per-class random rows)")
+    means = {g: [] for g in names}
     for name, x, y in _hacore_sets():
         if len(y) > 20000:  # the largest set only times the method; the grid runs on the others
             continue
-        tr, _ = _split_idx(len(y), seed)
-        fit, val = _split_idx(len(tr), seed + 1, test=0.25)
-        fit, val = tr[fit], tr[val]
-        blocks = [b[fit] for b in _blocks(x, min(4, x.shape[1]))]
-        size = int(frac * len(fit))
-        full = weighted_accuracy(x[fit], y[fit], x[val], y[val], seed=seed)
-        line = []
-        for offset, bits in grid:
-            d = np.mean([weighted_accuracy(x[fit][h.ids], y[fit][h.ids], x[val], y[val], h.weights, seed) - full
-                         for h in (hacore_coreset(blocks, y[fit], size, bits=bits, seed=seed + s, offset=offset)
-                                   for s in range(seeds))])
-            means[(offset, bits)].append(d)
-            line.append(f"{offset}/{bits}: {100 * d:+.2f}")
-        print(f"  {name.split(' ')[0]:28s} " + "  ".join(line))
-    best = max(grid, key=lambda g: np.mean(means[g]))
-    print("  mean over data sets: " + "  ".join(f"{o}/{b}: {100 * np.mean(means[(o, b)]):+.2f}" for o, b in grid)
-          + f" -> best offset={best[0]}, bits={best[1]}")
+        parties = min(4, x.shape[1])
+        got = {g: [] for g in names}
+        for split in range(seed, seed + splits):
+            tr, _ = _split_idx(len(y), split)
+            fit, val = _split_idx(len(tr), split + 1, test=0.25)
+            fit, val = tr[fit], tr[val]
+            xf, yf = x[fit], y[fit]
+            blocks = [b[fit] for b in _blocks(x, parties)]
+            size = int(frac * len(fit))
+            full = weighted_accuracy(xf, yf, x[val], y[val], seed=split)
+
+            def delta(ids, weights):
+                return weighted_accuracy(xf[ids], yf[ids], x[val], y[val], weights, split) - full
+
+            for s in range(split, split + seeds):
+                for (offset, bits), g in zip(grid, names):
+                    h = hacore_coreset(blocks, yf, size, bits=bits, seed=s, offset=offset)
+                    got[g].append(delta(h.ids, h.weights))
+                h = raw_kmedoids_coreset(blocks, yf, size, seed=s)
+                got["raw"].append(delta(h.ids, h.weights))
+                got["random"].append(delta(*_random_coreset(yf, size, s)))
+        for g in names:
+            means[g].append(np.mean(got[g]))
+        print(f"  {name.split(' ')[0]:28s} " + "  ".join(f"{g}: {100 * np.mean(got[g]):+.2f}" for g in names))
+    best = max(names[:len(grid)], key=lambda g: np.mean(means[g]))
+    print("  mean over data sets: " + "  ".join(f"{g}: {100 * np.mean(means[g]):+.2f}" for g in names)
+          + f" -> best HaCore setting (offset/bits) {best}")
 
 
 def bench_hacore(seed, frac, repeats=3, raw_threads=0):
@@ -334,7 +360,8 @@ def main():
     ap.add_argument("--raw-threads", type=int, default=0,
                     help="HaCore section: faiss threads of the raw k-medoids baseline (0: faiss's default, all)")
     ap.add_argument("--hacore-validation", action="store_true",
-                    help="also rerun the validation grid that fixed HaCore's offset and bits (about a minute)")
+                    help="also rerun the validation grid that fixed HaCore's offset and bits, with raw k-medoids and "
+                         "random coresets as references (under a minute)")
     args = ap.parse_args()
     start = time.perf_counter()
     sections = set(args.sections.split(","))
