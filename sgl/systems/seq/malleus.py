@@ -107,11 +107,10 @@ class MalleusPlan:
         """Busy ms per device in one step (its stage's layers × micro-batches × its own speed)."""
         load = np.zeros(devices)
         for stages, ls, m in zip(self.pipelines, self.layers, self.micro_batches):
-            for st, l in zip(stages, ls):
+            for j, (st, l) in enumerate(zip(stages, ls)):
                 t = len(st)
-                j = stages.index(st)
-                load[st] = m * (l * model.layer_ms * (1 + model.overhead(t)) / t * rates[st]
-                                + model.fixed_ms(j, len(stages), 1.0) * rates[st])
+                load[st] = m * (l * model.layer_ms * (1 + model.overhead(t)) / t
+                                + model.fixed_ms(j, len(stages), 1.0)) * rates[st]
         return load
 
 

@@ -101,9 +101,9 @@ def _block(trainer: MalleusTrainer, settle: int, steps: int) -> Tuple[List[float
     """``settle`` untimed then ``steps`` timed steps: (step ms, this rank's compute ms per timed step)."""
     for _ in range(settle):
         trainer.step(trainer.steps_done)
-    c0, n0 = trainer._compute
+    c0, n0 = trainer.compute_totals
     times = [trainer.step(trainer.steps_done)[1] * 1e3 for _ in range(steps)]
-    c1, n1 = trainer._compute
+    c1, n1 = trainer.compute_totals
     return times, (c1 - c0) * 1e3 / max(n1 - n0, 1)
 
 

@@ -286,6 +286,11 @@ class MalleusTrainer:
         return float(total[0]), float(seconds[0])
 
     # ------------------------------------------------------------------ rates and re-planning
+    @property
+    def compute_totals(self) -> Tuple[float, int]:
+        """``(compute seconds, steps)`` of this rank since the last plan (the straggler's slow-down included)."""
+        return float(self._compute[0]), int(self._compute[1])
+
     def measured_rates(self) -> np.ndarray:
         """Straggling rates from the compute time of the steps since the last plan (all ranks agree)."""
         mine = float("nan")
