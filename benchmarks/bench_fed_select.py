@@ -1,7 +1,8 @@
 """Participant selection, valuation and coresets (sgl.federated.selection) on real tabular data.
 
     .venv/bin/python benchmarks/bench_fed_select.py [--seed 0] [--queries 300] [--coreset 0.3]
-        [--sections 1,2,3,4] [--repeats 3] [--hacore-validation] [--raw-threads 0]
+        [--sections 1,2,3,4] [--repeats 3] [--hacore-validation [--val-splits 3] [--val-seeds 2]]
+        [--raw-threads 0]
 
 One run, every figure measured by it (in-process parties; the bytes are what would cross parties):
 
@@ -19,18 +20,20 @@ One run, every figure measured by it (in-process parties; the bytes are what wou
    positives), ``digits``, ``credit_data`` (4,454 rows), ``wa_churn`` (7,043), ``Default`` (10,000),
    the Criteo sample (8,192 x 13 dense, via ``SGL_TEST_DATA``; skipped without it) and ``diamonds``
    (53,940, label cut == Ideal) -- over min(4, columns) parties; a coreset of ``--coreset`` of the
-   training rows from HaCore (64-bit SimHash signatures with hyperplane offsets, Hamming k-medoids
-   by a vectorised popcount scan or an inverted index, and bit counting, numba kernels, one thread)
-   and from alternating k-medoids on the raw features (same initial medoids, same 3 rounds);
-   accuracy of weighted logistic regression on each coreset vs on all training rows, and the build
-   times (best of ``--repeats``, interleaved; wall and CPU seconds), then one table. Also timed:
-   HaCore's signatures alone, the part no clustering can skip (each client reads its columns once);
-   the baseline's time over it bounds the speed-up any Hamming clustering could reach. ``--raw-threads``
-   sets the baseline's faiss threads (default: faiss's own, all cores). Target: within 1 point of
-   full data, >= 10x faster than raw k-medoids. ``--hacore-validation`` reruns the grid that fixed
-   offset and bits for all sets (3 fit/validation splits of the training rows x 2 coreset seeds; the test
-   split is not used), beside two references with the same per-class plan: k-medoids on the raw features
-   (exact distances) and random rows, so a set where even exact distances miss the target shows as such.
+   training rows from HaCore (its defaults: 128-bit SimHash signatures with hyperplane offsets 0.5,
+   farthest-first k-center per class on the distinct signatures, numba kernels, one thread), from HaCore
+   with the paper's Hamming k-medoids (64 bits, offset 1.0, 3 rounds) and from alternating k-medoids on
+   the raw features (same initial medoids, same 3 rounds); accuracy of weighted logistic regression on
+   each coreset vs on all training rows, and the build times (best of ``--repeats``, interleaved; wall
+   and CPU seconds), then one table. Also timed: HaCore's signatures alone, the part no clustering can
+   skip (each client reads its columns once); the baseline's time over it bounds the speed-up any
+   Hamming clustering could reach. ``--raw-threads`` sets the baseline's faiss threads (default: faiss's
+   own, all cores). Target: within 1 point of full data, >= 10x faster than raw k-medoids.
+   ``--hacore-validation`` reruns the grid that fixed the method, offset and bits for all sets
+   (``--val-splits`` fit/validation splits of the training rows x ``--val-seeds`` coreset seeds; the test
+   split is not used), beside three references with the same per-class plan: k-medoids and k-center on
+   the raw features (exact distances) and random rows, so a set where even exact distances miss the
+   target shows as such.
 4. VF-MINE's encrypted aggregation: the same MI estimate with partial distances added in plaintext
    and under Paillier (1024-bit keys, ``[federated]`` extra), time and bytes.
 """
@@ -140,16 +143,19 @@ def bench_psmi(seeds, k=5, proj_dim=8):
           f"{'MET' if ok else 'NOT met'}")
 
 
+HACORE_BITS, HACORE_OFFSET = 128, 0.5  # hacore_coreset's defaults (chosen on validation, section 3a)
+
+
 def _hacore_case(name, x, y, parties, frac, seed, repeats):
     import faiss
 
     tr, te = _split_idx(len(y), seed)
     blocks = [b[tr] for b in _blocks(x, parties)]
     size = int(frac * len(tr))
-    hc_t, raw_t, hc_cpu, raw_cpu, sig_t = [], [], [], [], []
+    hc_t, raw_t, hc_cpu, raw_cpu, sig_t, km_t = [], [], [], [], [], []
     for _ in range(repeats):  # interleaved, best of `repeats` for each side: the machine may be shared
         cpu = time.process_time()
-        hc = hacore_coreset(blocks, y[tr], size, bits=64, iters=3, seed=seed)
+        hc = hacore_coreset(blocks, y[tr], size, seed=seed)
         hc_cpu.append(time.process_time() - cpu)
         cpu = time.process_time()
         raw = raw_kmedoids_coreset(blocks, y[tr], size, iters=3, seed=seed)
@@ -157,12 +163,15 @@ def _hacore_case(name, x, y, parties, frac, seed, repeats):
         hc_t.append(hc.seconds)
         raw_t.append(raw.seconds)
         t0 = time.perf_counter()  # HaCore's part that no clustering can skip: every client reads its
-        simhash_words(blocks, 64, seed, 1.0)  # columns once and computes its bits
+        simhash_words(blocks, HACORE_BITS, seed, HACORE_OFFSET)  # columns once and computes its bits
         sig_t.append(time.perf_counter() - t0)
+        km = hacore_coreset(blocks, y[tr], size, bits=64, iters=3, seed=seed, offset=1.0, method="kmedoids")
+        km_t.append(km.seconds)  # the paper's rule, with the settings it shipped with before
     hc_s, raw_s, sig_s = min(hc_t), min(raw_t), min(sig_t)
     full = weighted_accuracy(x[tr], y[tr], x[te], y[te], seed=seed)
     acc_hc = weighted_accuracy(x[tr][hc.ids], y[tr][hc.ids], x[te], y[te], hc.weights, seed)
     acc_raw = weighted_accuracy(x[tr][raw.ids], y[tr][raw.ids], x[te], y[te], raw.weights, seed)
+    acc_km = weighted_accuracy(x[tr][km.ids], y[tr][km.ids], x[te], y[te], km.weights, seed)
     majority = float((y[te] == np.bincount(y[tr]).argmax()).mean())
     speed = raw_s / hc_s
     print(f"  {name}: {len(tr)} train rows x {x.shape[1]} columns over {parties} parties, coreset {size}; "
@@ -172,22 +181,24 @@ def _hacore_case(name, x, y, parties, frac, seed, repeats):
     print(f"    raw k-medoids {raw_s:.4f} s (CPU {min(raw_cpu):.4f} s, {faiss.omp_get_max_threads()} faiss thread(s)), "
           f"acc {acc_raw:.4f} "
           f"({100 * (acc_raw - full):+.2f} points)")
+    print(f"    HaCore with the paper's Hamming k-medoids (64 bits, offset 1.0) {min(km_t):.4f} s, acc {acc_km:.4f} "
+          f"({100 * (acc_km - full):+.2f} points)")
     print(f"    HaCore's signatures alone {sig_s:.4f} s ({100 * sig_s / hc_s:.0f} % of HaCore): with the clustering "
           f"free, the speed-up could be at most {raw_s / sig_s:.1f}x")
     # what would cross parties (counted from the protocol, not timed): HaCore sends each row's bits once;
     # k-medoids on raw vertical features needs every party's partial distances to the medoids each round
-    sig_bytes = len(tr) * 64 // 8
+    sig_bytes = len(tr) * HACORE_BITS // 8
     _, n_c = np.unique(y[tr], return_counts=True)
     raw_bytes = 4 * parties * int((n_c * np.round(size * n_c / len(tr))).sum()) * 8  # rows x class medoids
     ok = speed >= 10 and acc_hc >= full - 0.01
-    print(f"    bytes crossing parties: HaCore {sig_bytes / 1e3:.0f} kB (64-bit signatures, once); raw k-medoids "
-          f"~{raw_bytes / 1e6:.0f} MB (float64 partial distances to the class's medoids, {parties} parties x 4 "
-          f"rounds); "
+    print(f"    bytes crossing parties: HaCore {sig_bytes / 1e3:.0f} kB ({HACORE_BITS}-bit signatures, once); raw "
+          f"k-medoids ~{raw_bytes / 1e6:.0f} MB (float64 partial distances to the class's medoids, {parties} parties "
+          f"x 4 rounds); "
           f"speed-up {speed:.1f}x (CPU seconds: {min(raw_cpu) / min(hc_cpu):.1f}x, the fairer figure on a loaded "
           f"machine with --raw-threads 1) -> {'MET' if ok else 'NOT met'}")
     return dict(name=name.split(" ")[0], n=len(tr), d=x.shape[1], size=size, full=full, hc=acc_hc - full,
-                raw=acc_raw - full, hc_s=hc_s, raw_s=raw_s, speed=speed, cpu=min(raw_cpu) / min(hc_cpu),
-                bound=raw_s / sig_s, ok=ok)
+                raw=acc_raw - full, km=acc_km - full, hc_s=hc_s, raw_s=raw_s, km_s=min(km_t), speed=speed,
+                cpu=min(raw_cpu) / min(hc_cpu), bound=raw_s / sig_s, ok=ok)
 
 
 def _frame_xy(frame, label, positive):
@@ -244,17 +255,43 @@ def _random_coreset(labels, size, seed):
     return ids, weights
 
 
+def _raw_kcenter(x, labels, size, seed):
+    """Reference for the validation grid: per-class farthest-first k-center on the raw features (exact
+    Euclidean distances), from HaCore's first initial medoid of each class; weights = nearest-centre sizes."""
+    order, starts, ks, init = initial_medoids(labels, size, seed)
+    offs = np.concatenate([[0], np.cumsum(ks)])
+    ids, weights = [], []
+    for c, k in enumerate(ks):
+        rows = order[starts[c]:starts[c + 1]]
+        xc = x[rows]
+        cen = [int(init[offs[c]])]
+        dist = ((xc - xc[cen[0]]) ** 2).sum(1)
+        near = np.zeros(len(rows), dtype=np.int64)
+        for t in range(1, int(k)):
+            g = int(np.argmax(dist))
+            cen.append(g)
+            d = ((xc - xc[g]) ** 2).sum(1)
+            better = d < dist
+            near[better], dist[better] = t, d[better]
+        ids.append(rows[cen])
+        weights.append(np.bincount(near, minlength=int(k)))
+    return np.concatenate(ids), np.concatenate(weights).astype(np.float64)
+
+
 def hacore_validation(seed, frac, seeds=2, splits=3):
     """How HaCore's fixed settings were chosen, and what the coreset itself costs: for each of ``splits``
     splits, the training rows split 75/25 into fit/validation rows (the test split is not touched); for
-    each (offset, bits), the coreset of the fit rows is scored on the validation rows against the full fit
-    rows, averaged over ``seeds`` coreset seeds and the splits, then over the data sets. Two references
-    with the same plan: k-medoids on the raw features (exact distances) and a random per-class coreset."""
-    grid = [(offset, bits) for offset in (0.0, 0.5, 1.0) for bits in (64, 128)]
-    names = [f"{o}/{b}" for o, b in grid] + ["raw", "random"]
+    each (method, offset, bits), the coreset of the fit rows is scored on the validation rows against the full
+    fit rows, averaged over ``seeds`` coreset seeds and the splits, then over the data sets. Three references
+    with the same plan: k-medoids and k-center on the raw features (exact distances) and a random per-class
+    coreset."""
+    grid = [(method, offset, bits) for method in ("kmedoids", "kcenter") for offset in (0.0, 0.5, 1.0)
+            for bits in (64, 128)]
+    names = [f"{m[:2]}{o}/{b}" for m, o, b in grid] + ["raw-km", "raw-kc", "random"]
     print(f"\n== 3a. HaCore settings on validation splits (coreset {frac:.0%} of the fit rows; points vs full "
-          f"fit rows, mean of {splits} splits x {seeds} coreset seeds; offset/bits, then the references: raw = "
-          f"k-medoids on the raw features, random = per-class random rows)")
+          f"fit rows, mean of {splits} splits x {seeds} coreset seeds; km = k-medoids, kc = k-center, then "
+          f"offset/bits; references: raw-km / raw-kc = k-medoids / k-center on the raw features, random = "
+          f"per-class random rows)")
     means = {g: [] for g in names}
     for name, x, y in _hacore_sets():
         if len(y) > 20000:  # the largest set only times the method; the grid runs on the others
@@ -274,18 +311,19 @@ def hacore_validation(seed, frac, seeds=2, splits=3):
                 return weighted_accuracy(xf[ids], yf[ids], x[val], y[val], weights, split) - full
 
             for s in range(split, split + seeds):
-                for (offset, bits), g in zip(grid, names):
-                    h = hacore_coreset(blocks, yf, size, bits=bits, seed=s, offset=offset)
+                for (method, offset, bits), g in zip(grid, names):
+                    h = hacore_coreset(blocks, yf, size, bits=bits, seed=s, offset=offset, method=method)
                     got[g].append(delta(h.ids, h.weights))
                 h = raw_kmedoids_coreset(blocks, yf, size, seed=s)
-                got["raw"].append(delta(h.ids, h.weights))
+                got["raw-km"].append(delta(h.ids, h.weights))
+                got["raw-kc"].append(delta(*_raw_kcenter(xf, yf, size, s)))
                 got["random"].append(delta(*_random_coreset(yf, size, s)))
         for g in names:
             means[g].append(np.mean(got[g]))
-        print(f"  {name.split(' ')[0]:28s} " + "  ".join(f"{g}: {100 * np.mean(got[g]):+.2f}" for g in names))
-    best = max(names[:len(grid)], key=lambda g: np.mean(means[g]))
-    print("  mean over data sets: " + "  ".join(f"{g}: {100 * np.mean(means[g]):+.2f}" for g in names)
-          + f" -> best HaCore setting (offset/bits) {best}")
+        print(f"  {name.split(' ')[0]:28s} " + "  ".join(f"{g}: {100 * np.mean(got[g]):+.2f}" for g in names),
+              flush=True)
+    print("  mean over data sets: " + "  ".join(f"{g}: {100 * np.mean(means[g]):+.2f}" for g in names))
+    print("  worst data set:      " + "  ".join(f"{g}: {100 * np.min(means[g]):+.2f}" for g in names))
 
 
 def bench_hacore(seed, frac, repeats=3, raw_threads=0):
@@ -295,28 +333,31 @@ def bench_hacore(seed, frac, repeats=3, raw_threads=0):
         faiss.omp_set_num_threads(raw_threads)
     print(f"\n  (raw k-medoids on {faiss.omp_get_max_threads()} faiss thread(s); HaCore on one)")
 
-    print(f"\n== 3. HaCore vs k-medoids on raw features, coreset = {frac:.0%} of the training rows (64-bit "
-          f"SimHash with hyperplane offsets (offset=1.0); Hamming k-medoids by an exact vectorised popcount scan "
-          f"or an inverted index on 9-16 key bits probed within Hamming 2 (a cost model picks), bit-count medoid "
-          f"update, one thread; raw: faiss IndexFlatL2 (BLAS) and a compiled exact medoid update; "
-          f"both sides per class, same initial medoids, 3 rounds; times: best of {repeats} interleaved runs, "
-          f"after one warm-up call each (numba kernels loaded, faiss initialised))")
+    print(f"\n== 3. HaCore vs k-medoids on raw features, coreset = {frac:.0%} of the training rows (HaCore's "
+          f"defaults: {HACORE_BITS}-bit SimHash with hyperplane offsets (offset={HACORE_OFFSET}), farthest-first "
+          f"k-center per class on the distinct signatures (pivot-sorted blocks), one thread; also HaCore with the "
+          f"paper's Hamming k-medoids (64 bits, offset 1.0, 3 rounds, scan or inverted index); raw: faiss "
+          f"IndexFlatL2 (BLAS) and a compiled exact medoid update, 3 rounds; all per class from the same initial "
+          f"medoids; times: best of {repeats} interleaved runs, after one warm-up call each (numba kernels loaded, "
+          f"faiss initialised))")
     rng = np.random.default_rng(seed)
     warm_y = rng.integers(0, 2, 200)
     warm = [rng.normal(size=(200, 3)), rng.normal(size=(200, 3))]
     hacore_coreset(warm, warm_y, 40, seed=seed)
+    hacore_coreset(warm, warm_y, 40, bits=64, seed=seed, method="kmedoids")
     raw_kmedoids_coreset(warm, warm_y, 40, seed=seed)
     rows = []
     for name, x, y in _hacore_sets():
         parties = min(4, x.shape[1])
         rows.append(_hacore_case(f"{name} {x.shape}", x, y, parties, frac, seed, repeats))
-    print("\n  | dataset | train rows x cols | coreset | full acc | HaCore | raw k-medoids | HaCore s | raw s "
-          "| speed-up | CPU speed-up | bound (signatures only) | within 1 pt and >= 10x |")
-    print("  |---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n  | dataset | train rows x cols | coreset | full acc | HaCore | raw k-medoids | HaCore k-medoids "
+          "| HaCore s | raw s | HaCore k-medoids s | speed-up | CPU speed-up | bound (signatures only) "
+          "| within 1 pt and >= 10x |")
+    print("  |---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"  | {r['name']} | {r['n']:,} x {r['d']} | {r['size']:,} | {r['full']:.4f} | {100 * r['hc']:+.2f} "
-              f"| {100 * r['raw']:+.2f} | {r['hc_s']:.4f} | {r['raw_s']:.4f} | {r['speed']:.1f}x | {r['cpu']:.1f}x "
-              f"| {r['bound']:.1f}x "
+              f"| {100 * r['raw']:+.2f} | {100 * r['km']:+.2f} | {r['hc_s']:.4f} | {r['raw_s']:.4f} | {r['km_s']:.4f} "
+              f"| {r['speed']:.1f}x | {r['cpu']:.1f}x | {r['bound']:.1f}x "
               f"| {'met' if r['ok'] else 'NOT met'} |")
 
 
@@ -359,6 +400,8 @@ def main():
     ap.add_argument("--sections", default="1,2,3,4", help="comma-separated sections to run, e.g. 3")
     ap.add_argument("--raw-threads", type=int, default=0,
                     help="HaCore section: faiss threads of the raw k-medoids baseline (0: faiss's default, all)")
+    ap.add_argument("--val-splits", type=int, default=3, help="validation grid: fit/validation splits")
+    ap.add_argument("--val-seeds", type=int, default=2, help="validation grid: coreset seeds per split")
     ap.add_argument("--hacore-validation", action="store_true",
                     help="also rerun the validation grid that fixed HaCore's offset and bits, with raw k-medoids and "
                          "random coresets as references (under a minute)")
@@ -371,7 +414,7 @@ def main():
         bench_psmi([args.seed, args.seed + 1, args.seed + 2])
     if "3" in sections:
         if args.hacore_validation:
-            hacore_validation(args.seed, args.coreset)
+            hacore_validation(args.seed, args.coreset, args.val_seeds, args.val_splits)
         bench_hacore(args.seed, args.coreset, args.repeats, args.raw_threads)
     if "4" in sections:
         bench_encrypted(args.seed)

@@ -196,7 +196,7 @@ def test_both_coresets_start_from_the_same_initial_medoids():
         assert np.all(np.diff(pos) > 0) and pos[-1] < starts[c + 1] - starts[c]
         assert np.all(y[order[starts[c]:starts[c + 1]]] == c)
     expect = np.sort(np.concatenate([order[starts[c] + init[offs[c]:offs[c + 1]]] for c in range(3)]))
-    hc = hacore_coreset(blocks, y, 45, iters=0, seed=5)  # no update round: the coresets are the initial medoids
+    hc = hacore_coreset(blocks, y, 45, iters=0, seed=5, method="kmedoids")  # no update round: the coresets are the initial medoids
     raw = raw_kmedoids_coreset(blocks, y, 45, iters=0, seed=5)
     assert np.array_equal(np.sort(hc.ids), expect) and np.array_equal(np.sort(raw.ids), expect)
     assert hc.weights.sum() == raw.weights.sum() == 300
