@@ -41,7 +41,7 @@ from sgl.federated.gbdt_packing import SlotPacker
 from sgl.federated.vf2boost import VF2BoostConfig, VF2BoostModel, VF2BoostResult, plaintext_trees, train_vf2boost
 
 _SELECTION_NAMES = ("fagin_knn", "vfps_select", "vfps_sm_select", "psmi_values", "exact_shapley", "hacore_coreset",
-                    "select_with_parties", "PaillierSum", "Ledger")
+                    "select_with_parties", "hacore_with_parties", "psmi_with_parties", "PaillierSum", "Ledger")
 
 __all__ = [
     "FieldSplit", "PartyView", "check_aligned", "default_split", "load_split",

@@ -3,7 +3,8 @@
 Parties own different columns of the same rows. KNN within a party runs on faiss; across parties,
 Fagin's threshold algorithm (:func:`fagin_knn`) finds the joint neighbours from sorted and random
 accesses, and a :class:`Ledger` counts what crosses parties. :func:`select_with_parties` runs
-VF-PS or VFPS-SM with one :func:`sgl.comm.spawn` process per party.
+VF-PS or VFPS-SM with one :func:`sgl.comm.spawn` process per party; :func:`hacore_with_parties` and
+:func:`psmi_with_parties` do the same for HaCore and PS-MI.
 
 Example:
     >>> import numpy as np
@@ -16,7 +17,7 @@ Example:
 """
 from sgl.federated.selection.evaluate import selection_accuracy, weighted_accuracy
 from sgl.federated.selection.hacore import (
-    Coreset, allocate_bits, hacore_coreset, hamming, hamming_kmedoids, initial_medoids, pack_bits, raw_kmedoids,
+    Coreset, allocate_bits, cluster_signatures, hacore_coreset, hamming, hamming_kmedoids, initial_medoids, pack_bits, raw_kmedoids,
     raw_kmedoids_coreset, simhash_signatures, simhash_words,
 )
 from sgl.federated.selection.knn import FaginResult, Ledger, LocalParty, brute_force_knn, fagin_knn
@@ -26,6 +27,7 @@ from sgl.federated.selection.psmi import (
     stratified_shapley,
 )
 from sgl.federated.selection.remote import RemotePaillierSum, RemoteParty, select_with_parties, serve_party
+from sgl.federated.selection.remote_data import hacore_with_parties, psmi_with_parties
 from sgl.federated.selection.secure import PaillierSum, PlainSum
 from sgl.federated.selection.vfps import SelectionResult, group_testing_values, vf_mine, vfps_select
 from sgl.federated.selection.vfps_sm import (
@@ -40,8 +42,9 @@ __all__ = [
     "ValuationResult", "random_projection", "exact_shapley", "stratified_coalitions", "stratified_shapley",
     "mi_utility", "psmi_values",
     "Coreset", "allocate_bits", "simhash_signatures", "pack_bits", "hamming", "hamming_kmedoids", "raw_kmedoids",
-    "hacore_coreset", "raw_kmedoids_coreset", "simhash_words", "initial_medoids",
+    "hacore_coreset", "raw_kmedoids_coreset", "simhash_words", "initial_medoids", "cluster_signatures",
     "selection_accuracy", "weighted_accuracy",
-    "RemoteParty", "RemotePaillierSum", "serve_party", "select_with_parties",
+    "RemoteParty", "RemotePaillierSum", "serve_party", "select_with_parties", "hacore_with_parties",
+    "psmi_with_parties",
     "PlainSum", "PaillierSum",
 ]

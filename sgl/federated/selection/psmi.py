@@ -48,7 +48,7 @@ from sgl.federated.selection.knn import check_parties
 from sgl.federated.selection.mi import check_labels, mi_from_distances
 
 __all__ = ["ValuationResult", "random_projection", "exact_shapley", "stratified_coalitions", "stratified_shapley",
-           "mi_utility", "psmi_values"]
+           "mi_utility", "psmi_values", "party_seed", "utility_from_projections", "shapley_of_utility"]
 
 
 @dataclass
@@ -134,12 +134,29 @@ def mi_utility(blocks: Sequence, labels, k: int = 5, proj_dim: Optional[int] = 8
     """``(U, stats)``: the coalition utility on randomly projected features, and ``stats`` with the bytes the
     parties sent (``"bytes"``) and, once ``U`` ran with LSH, the pairs formed (``"pairs"``, ``"pairs_total"``)."""
     xs = check_parties(blocks)
-    n = xs[0].shape[0]
-    y = check_labels(labels, n, k)
+    y = check_labels(labels, xs[0].shape[0], k)
+    _check_lsh(lsh_tables, lsh_bits)
+    # proj_dim=None: the plaintext features themselves (the reference the projection approximates)
+    zs = xs if proj_dim is None else [random_projection(x, proj_dim, party_seed(seed, p), noise)
+                                      for p, x in enumerate(xs)]
+    return utility_from_projections(zs, y, k, seed, lsh_tables, lsh_bits)
+
+
+def party_seed(seed: int, party: int) -> int:
+    """The seed of party ``party``'s secret projection."""
+    return seed * 7919 + party
+
+
+def _check_lsh(lsh_tables: int, lsh_bits: int) -> None:
     if lsh_tables < 0 or lsh_bits < 1:
         raise ConfigError(f"lsh_tables must be >= 0 and lsh_bits >= 1, got {lsh_tables}, {lsh_bits}")
-    # proj_dim=None: the plaintext features themselves (the reference the projection approximates)
-    zs = xs if proj_dim is None else [random_projection(x, proj_dim, seed * 7919 + p, noise) for p, x in enumerate(xs)]
+
+
+def utility_from_projections(zs: Sequence[np.ndarray], y: np.ndarray, k: int = 5, seed: int = 0, lsh_tables: int = 0,
+                             lsh_bits: int = 4) -> Tuple[Callable[[FrozenSet[int]], float], Dict[str, float]]:
+    """The coordinator's half of :func:`mi_utility`: the utility on the projections ``zs`` the parties sent."""
+    _check_lsh(lsh_tables, lsh_bits)
+    n = len(y)
     stats = {"bytes": float(sum(z.size * 8 for z in zs)), "pairs": 0.0, "pairs_total": 0.0}
     sq = [np.maximum((z * z).sum(1)[:, None] + (z * z).sum(1)[None, :] - 2 * z @ z.T, 0.0) for z in zs]
     rng = np.random.default_rng(seed + 1)
@@ -170,10 +187,20 @@ def psmi_values(blocks: Sequence, labels, k: int = 5, proj_dim: int = 8, per_str
     """PS-MI values of the parties (``per_stratum=None``: every coalition, i.e. exact Shapley of ``U``)."""
     start = time.perf_counter()
     m = len(blocks)
+    check_per_stratum(per_stratum, m)
+    utility, stats = mi_utility(blocks, labels, k, proj_dim, seed, noise, lsh_tables, lsh_bits)
+    return shapley_of_utility(utility, stats, m, per_stratum, seed, start)
+
+
+def check_per_stratum(per_stratum: Optional[int], m: int) -> None:
     if per_stratum is not None and (isinstance(per_stratum, bool) or per_stratum < m):
         raise ConfigError(f"per_stratum must be None (all coalitions) or at least the number of parties ({m}) so "
                           f"that every party is inside and outside some coalition of each size; got {per_stratum!r}")
-    utility, stats = mi_utility(blocks, labels, k, proj_dim, seed, noise, lsh_tables, lsh_bits)
+
+
+def shapley_of_utility(utility: Callable[[FrozenSet[int]], float], stats: Dict[str, float], m: int,
+                       per_stratum: Optional[int], seed: int, start: float) -> ValuationResult:
+    """The stratified Shapley values of ``utility`` as a :class:`ValuationResult` (``start``: the clock's start)."""
     coalitions = stratified_coalitions(m, per_stratum, seed)
     values = stratified_shapley(utility, m, coalitions)
     frac = stats["pairs"] / stats["pairs_total"] if stats["pairs_total"] else 1.0

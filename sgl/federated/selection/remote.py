@@ -26,7 +26,8 @@ from sgl.errors import CommError, ConfigError
 from sgl.federated.channel import Channel, CommChannel, LocalChannel
 from sgl.federated.selection.knn import LocalParty, check_parties
 
-__all__ = ["RemoteParty", "RemotePaillierSum", "serve_party", "select_with_parties"]
+__all__ = ["RemoteParty", "RemotePaillierSum", "serve_party", "select_with_parties", "run_parties",
+           "single_thread_party"]
 
 _SORTED, _PARTIAL, _STOP, _PARTIAL_ENC, _DECRYPT = 1, 2, 3, 4, 5
 _KEY_HOLDER = 1  # a passive party generates the Paillier key pair and decrypts only sums
@@ -161,14 +162,8 @@ def _party_body(rank: int, world: int, channel: Channel, blocks, labels, l: int,
 
 
 def _process_party(rank: int, world: int, blocks, labels, l: int, method: str, options: Dict[str, Any],
-                   comm_timeout: float, key_bits: int) -> Dict[str, Any]:
-    torch.set_num_threads(1)
-    try:
-        import faiss
-
-        faiss.omp_set_num_threads(1)
-    except ImportError:  # faiss is a core dependency; this only guards odd installs
-        pass
+                   key_bits: int, comm_timeout: float) -> Dict[str, Any]:
+    single_thread_party()
     return _party_body(rank, world, CommChannel(timeout=comm_timeout), blocks, labels if rank == 0 else None, l,
                        method, options, key_bits)
 
@@ -188,40 +183,60 @@ def select_with_parties(blocks: Sequence, labels, l: int, method: str = "vfps", 
     """
     if method not in _METHODS:
         raise ConfigError(f"method must be one of {_METHODS}, got {method!r}")
-    if backend not in ("process", "thread"):
-        raise ConfigError(f"backend must be 'process' or 'thread', got {backend!r}")
     if options.get("aggregate") is not None:
         raise ConfigError("pass key_bits=1024 (or more) for encrypted aggregation across parties, not `aggregate`")
     if key_bits and (isinstance(key_bits, bool) or key_bits < 1024):
         raise ConfigError(f"key_bits must be 0 (plaintext) or >= 1024, got {key_bits!r}")
     xs = check_parties(blocks)
+    logs = run_parties(_process_party, _party_body, xs, backend, timeout, comm_timeout,
+                       np.asarray(labels), l, method, options, int(key_bits))
+    out = dict(logs[0])
+    out["parties"] = [log["traffic"] for log in logs]
+    return out
+
+
+def run_parties(process_fn, thread_fn, xs: Sequence[np.ndarray], backend: str, timeout: float, comm_timeout: float,
+                labels, *args: Any) -> List[Any]:
+    """Every party's log: ``process_fn(rank, world, xs, labels or None, *args, comm_timeout)`` in one
+    ``sgl.comm.spawn`` process per party (``backend="process"``), or ``thread_fn(rank, world, channel, xs,
+    labels or None, *args)`` in one thread per party over in-process queues (``"thread"``). Only party 0
+    gets the labels. A party's error is re-raised here (the first non-timeout one, lowest rank first)."""
+    if backend not in ("process", "thread"):
+        raise ConfigError(f"backend must be 'process' or 'thread', got {backend!r}")
     world = len(xs)
     if world < 2:
         raise ConfigError(f"parties as processes need at least 2 parties, got {world}")
     if backend == "process":
         from sgl import comm
 
-        logs = comm.spawn(_process_party, world, xs, np.asarray(labels), l, method, options, comm_timeout,
-                          int(key_bits), timeout=timeout, comm_timeout=comm_timeout)
-    else:
-        channels = LocalChannel.group(world, timeout=comm_timeout)
-        logs: List[Any] = [None] * world
-        errors: Dict[int, BaseException] = {}
+        return comm.spawn(process_fn, world, xs, labels, *args, comm_timeout, timeout=timeout,
+                          comm_timeout=comm_timeout)
+    channels = LocalChannel.group(world, timeout=comm_timeout)
+    logs: List[Any] = [None] * world
+    errors: Dict[int, BaseException] = {}
 
-        def body(rank: int) -> None:
-            try:
-                logs[rank] = _party_body(rank, world, channels[rank], xs, np.asarray(labels) if rank == 0 else None,
-                                         l, method, options, int(key_bits))
-            except BaseException as exc:  # re-raised in the caller below
-                errors[rank] = exc
+    def body(rank: int) -> None:
+        try:
+            logs[rank] = thread_fn(rank, world, channels[rank], xs, labels if rank == 0 else None, *args)
+        except BaseException as exc:  # re-raised in the caller below
+            errors[rank] = exc
 
-        threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(world)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[min(errors, key=lambda r: (isinstance(errors[r], CommError), r))]
-    out = dict(logs[0])
-    out["parties"] = [log["traffic"] for log in logs]
-    return out
+    threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[min(errors, key=lambda r: (isinstance(errors[r], CommError), r))]
+    return logs
+
+
+def single_thread_party() -> None:
+    """A party process uses one thread (torch and faiss): the parties share the machine's cores."""
+    torch.set_num_threads(1)
+    try:
+        import faiss
+
+        faiss.omp_set_num_threads(1)
+    except ImportError:  # faiss is a core dependency; this only guards odd installs
+        pass

@@ -23,9 +23,10 @@ from numba import njit
 __all__ = ["client_stats", "simhash_into"]
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=True)
 def client_stats(x):
-    """``(column means [d], mean centred row norm)`` of one client's ``[n, d]`` block, in two passes."""
+    """``(column means [d], mean centred row norm)`` of one client's ``[n, d]`` block, in two passes
+    (``fastmath``: the row norms' sums may be reassociated, so they vectorise)."""
     n, d = x.shape
     m = np.zeros(d)
     for i in range(n):
