@@ -17,7 +17,8 @@ Example:
 """
 from sgl.federated.selection.evaluate import selection_accuracy, weighted_accuracy
 from sgl.federated.selection.hacore import (
-    Coreset, allocate_bits, cluster_signatures, hacore_coreset, hamming, hamming_kmedoids, initial_medoids, pack_bits, raw_kmedoids,
+    Coreset, allocate_bits, cluster_signatures, hacore_coreset, hamming, hamming_kmedoids, initial_medoids, pack_bits,
+    raw_kmedoids,
     raw_kmedoids_coreset, simhash_signatures, simhash_words,
 )
 from sgl.federated.selection.knn import FaginResult, Ledger, LocalParty, brute_force_knn, fagin_knn

@@ -14,7 +14,7 @@ norms apart, and a one-column client would give it only the sign. Only the bits
 **Hamming k-center** (the default, ``method="kcenter"``; per class, ``k_c = round(k n_c / n)``): farthest-first
 centres on the class's distinct signatures, each row weighted to its nearest centre
 (:mod:`sgl.federated.selection.kcenter_kernels`). It covers each class's boundary as well as its middle; on
-validation splits of six real sets it lost 0.36 points on average against k-medoids' 0.62 (docs/federated.md).
+validation splits of six real sets it lost 0.37 points on average against k-medoids' 0.60 (docs/federated.md).
 
 **Hamming k-medoids** (``method="kmedoids"``, the paper's rule; per class, a few alternating rounds), compiled loops
 over the packed words (:mod:`sgl.federated.selection.hamming_kernels`; every class in one call, one thread:
@@ -61,7 +61,8 @@ from sgl.federated.selection.knn import check_parties
 from sgl.federated.selection.raw_kmedoids import raw_kmedoids as _raw_kmedoids
 from sgl.federated.selection.signature_kernels import client_stats, simhash_into
 
-__all__ = ["Coreset", "allocate_bits", "bits_per_client", "client_planes", "cluster_signatures", "simhash_signatures", "simhash_words", "pack_bits", "hamming",
+__all__ = ["Coreset", "allocate_bits", "bits_per_client", "client_planes", "cluster_signatures", "simhash_signatures",
+           "simhash_words", "pack_bits", "hamming",
            "hamming_kmedoids", "raw_kmedoids", "initial_medoids", "hacore_coreset", "raw_kmedoids_coreset"]
 
 
