@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_fed_select.py [--seed 0] [--queries 300] [--coreset 0.3]
         [--sections 1,2,3,4] [--repeats 3] [--hacore-validation [--val-splits 3] [--val-seeds 2]]
+        [--hacore-seeds 0]
         [--raw-threads 0]
 
 One run, every figure measured by it (in-process parties; the bytes are what would cross parties):
@@ -326,6 +327,38 @@ def hacore_validation(seed, frac, seeds=2, splits=3):
     print("  worst data set:      " + "  ".join(f"{g}: {100 * np.min(means[g]):+.2f}" for g in names))
 
 
+def hacore_seeds(seed, frac, seeds):
+    """Accuracy over ``seeds`` coreset seeds on the same train/test split (a measurement of the seed
+    spread; nothing is chosen on it): HaCore (defaults), HaCore with k-medoids (64 bits, offset 1.0),
+    and k-medoids / k-center on the raw features."""
+    print(f"\n== 3b. Test accuracy over {seeds} coreset seeds (split seed {seed}; points vs all training rows)")
+    print("  | data set | HaCore (per seed) | HaCore k-medoids | raw k-medoids | raw k-center |")
+    print("  |---|---|---|---|---|")
+    for name, x, y in _hacore_sets():
+        if len(y) > 20000:
+            continue
+        tr, te = _split_idx(len(y), seed)
+        blocks = [b[tr] for b in _blocks(x, min(4, x.shape[1]))]
+        size = int(frac * len(tr))
+        full = weighted_accuracy(x[tr], y[tr], x[te], y[te], seed=seed)
+
+        def delta(ids, weights):
+            return 100 * (weighted_accuracy(x[tr][ids], y[tr][ids], x[te], y[te], weights, seed) - full)
+
+        got = {k: [] for k in ("hc", "km", "raw", "rawkc")}
+        for s in range(seed, seed + seeds):
+            h = hacore_coreset(blocks, y[tr], size, seed=s)
+            got["hc"].append(delta(h.ids, h.weights))
+            h = hacore_coreset(blocks, y[tr], size, bits=64, offset=1.0, method="kmedoids", seed=s)
+            got["km"].append(delta(h.ids, h.weights))
+            h = raw_kmedoids_coreset(blocks, y[tr], size, seed=s)
+            got["raw"].append(delta(h.ids, h.weights))
+            got["rawkc"].append(delta(*_raw_kcenter(x[tr], y[tr], size, s)))
+        per = " ".join(f"{v:+.2f}" for v in got["hc"])
+        print(f"  | {name.split('(')[0]} | {np.mean(got['hc']):+.2f} ({per}) | {np.mean(got['km']):+.2f} "
+              f"| {np.mean(got['raw']):+.2f} | {np.mean(got['rawkc']):+.2f} |", flush=True)
+
+
 def bench_hacore(seed, frac, repeats=3, raw_threads=0):
     import faiss  # imported before the clocks start
 
@@ -418,6 +451,8 @@ def main():
     ap.add_argument("--sections", default="1,2,3,4", help="comma-separated sections to run, e.g. 3")
     ap.add_argument("--raw-threads", type=int, default=0,
                     help="HaCore section: faiss threads of the raw k-medoids baseline (0: faiss's default, all)")
+    ap.add_argument("--hacore-seeds", type=int, default=0,
+                    help="HaCore section: also the test accuracy over this many coreset seeds (0: skip)")
     ap.add_argument("--val-splits", type=int, default=3, help="validation grid: fit/validation splits")
     ap.add_argument("--val-seeds", type=int, default=2, help="validation grid: coreset seeds per split")
     ap.add_argument("--hacore-validation", action="store_true",
@@ -433,6 +468,8 @@ def main():
     if "3" in sections:
         if args.hacore_validation:
             hacore_validation(args.seed, args.coreset, args.val_seeds, args.val_splits)
+        if args.hacore_seeds:
+            hacore_seeds(args.seed, args.coreset, args.hacore_seeds)
         bench_hacore(args.seed, args.coreset, args.repeats, args.raw_threads)
     if "4" in sections:
         bench_encrypted(args.seed)
