@@ -90,7 +90,7 @@ def _update(w, c, t, dist, near):
 
 
 @njit(cache=True)
-def farthest_first(w, k, first, block=64):
+def farthest_first(w, k, first, block=1024):
     """Greedy k-center of the distinct packed signatures ``w`` ``[u, W]`` from position ``first``: at most
     ``min(k, u)`` centres (it stops when every signature is a centre). Returns ``(centre positions in the
     order chosen, nearest centre of every signature [u])``; ties go to the earlier centre (assignment).
@@ -217,7 +217,7 @@ def _before(counts, ncen, g, h):
 
 
 @njit(cache=True)
-def kcenter_classes(words, order, starts, ks, init):
+def kcenter_classes(words, order, starts, ks, init, block=1024):
     """HaCore's k-center at the label owner, every class in one call: class ``c`` holds the rows
     ``order[starts[c]:starts[c + 1]]`` (ascending), gets ``ks[c]`` centres, the first at its first
     initial medoid ``init[sum(ks[:c])]`` (a position into its rows). Returns ``(centre row ids
@@ -233,7 +233,7 @@ def kcenter_classes(words, order, starts, ks, init):
         rows = order[starts[c]:starts[c + 1]]
         k = ks[c]
         uniq, inv = distinct_rows(words[rows])
-        cen, near = farthest_first(uniq, k, inv[init[off]])
+        cen, near = farthest_first(uniq, k, inv[init[off]], block)
         u = uniq.shape[0]
         if cen.shape[0] == k:  # every row to its signature's nearest centre, the centre at its first row
             first_row = np.full(u, -1, dtype=np.int64)
