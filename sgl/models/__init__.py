@@ -16,6 +16,7 @@ from sgl.models.appnp import APPNP, APPNPConfig
 from sgl.models.base import ScalableModel, SGAPConfig, SGAPModel
 from sgl.models.ctr import CTR_MODELS, DCN, DLRM, WDL, CTRModelConfig, DeepFM, build_ctr_model
 from sgl.models.features import FullGraphInput, NodeFeatures
+from sgl.models.ffn_ii import Dense, FeedForwardNetII, InitialResidualDense
 from sgl.models.gamlp import GAMLP, GAMLPConfig
 from sgl.models.gbp import GBP, GBPConfig
 from sgl.models.gsl import (
@@ -40,6 +41,7 @@ from sgl.models.ssl import (
 __all__ = [
     "GraphFreeMLP", "GraphFreeMLPConfig",
     "ScalableModel", "SGAPModel", "SGAPConfig", "NodeFeatures", "FullGraphInput", "MLP", "ResMLP",
+    "FeedForwardNetII", "Dense", "InitialResidualDense",
     "SGC", "SGCConfig", "SIGN", "SIGNConfig", "S2GC", "S2GCConfig", "GBP", "GBPConfig",
     "APPNP", "APPNPConfig", "NAFS", "NAFSConfig", "GAMLP", "GAMLPConfig",
     "PaSCaV1", "PaSCaV1Config", "PaSCaV2", "PaSCaV2Config", "PaSCaV3", "PaSCaV3Config",

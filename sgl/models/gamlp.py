@@ -24,11 +24,15 @@ from torch import nn
 from sgl.errors import ConfigError, FeatureError
 from sgl.models.base import SGAPConfig
 from sgl.models.features import NodeFeatures
+from sgl.models.ffn_ii import FeedForwardNetII
 from sgl.models.mlp import MLP
 from sgl.ops import NormalizedAdjacency, propagate_hops, row_normalize
 from sgl.ops.message_ops import get_message_op
 
-__all__ = ["GAMLP", "GAMLPConfig", "propagate_labels"]
+__all__ = ["GAMLP", "GAMLPConfig", "OUTPUT_NETS", "propagate_labels"]
+
+#: the output networks GAMLP can use: ours and the official code's
+OUTPUT_NETS = ("mlp", "official")
 
 
 @dataclass
@@ -41,6 +45,12 @@ class GAMLPConfig(SGAPConfig):
     attention; ``residual``: add a projection of ``X`` to the combined features;
     ``num_layers``/``hidden``/``dropout``: the output MLP; ``label_hops``: label propagation
     steps for the label input (0 = no label input), ``label_layers``/``label_dropout``: its MLP.
+    ``output_net``: ``"mlp"`` (our :class:`~sgl.models.MLP`) or ``"official"``, the official
+    code's :class:`~sgl.models.ffn_ii.FeedForwardNetII` (BatchNorm on every layer, the logits
+    included; initial-residual middle layers). With ``"official"`` and ``attention="jk"`` the JK
+    reference is the official one too: ``FeedForwardNetII(K·d -> hidden -> hidden)`` with
+    ``jk_layers`` layers, then ReLU and ``dropout``, scored by ``Linear(d + hidden, 1)``.
+    ``batch_norm`` then applies to the ``pre_process`` MLPs only.
     """
 
     k: int = 10
@@ -59,9 +69,13 @@ class GAMLPConfig(SGAPConfig):
     label_hops: int = 0
     label_layers: int = 2
     label_dropout: float = 0.0
+    output_net: str = "mlp"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.output_net not in OUTPUT_NETS:
+            raise ConfigError(f"output_net must be one of {list(OUTPUT_NETS)}, got {self.output_net!r} "
+                              f"('official' is the official GAMLP code's FeedForwardNetII)")
         if self.attention not in ("jk", "recursive"):
             raise ConfigError(f"attention must be 'jk' or 'recursive', got {self.attention!r}")
         if self.k < 1:
@@ -132,7 +146,17 @@ class GAMLP(nn.Module):
             MLP(in_features, config.hidden, config.hidden, 2, config.dropout, batch_norm=config.batch_norm)
             for _ in range(num_hops)
         ) if config.pre_process else None
-        if config.attention == "jk":
+        official = config.output_net == "official"
+        if config.attention == "jk" and official:
+            # JK_GAMLP: the reference is FeedForwardNetII(K*d -> hidden -> hidden), then ReLU and dropout
+            reference = FeedForwardNetII(width * num_hops, config.hidden, config.hidden, config.jk_layers,
+                                         config.dropout)
+            self.attention = get_message_op("jk_attention", in_features=width, num_hops=num_hops,
+                                            hidden=config.hidden, num_layers=config.jk_layers, act=config.act,
+                                            att_dropout=config.att_dropout, dropout=config.dropout,
+                                            reference_net=reference, reference_dim=config.hidden)
+        elif config.attention == "jk":
+            # dropout stays 0 here (a known difference from JK_GAMLP, kept for the figures measured with it)
             self.attention = get_message_op("jk_attention", in_features=width, num_hops=num_hops,
                                             hidden=config.hidden, num_layers=config.jk_layers, act=config.act,
                                             att_dropout=config.att_dropout)
@@ -142,8 +166,10 @@ class GAMLP(nn.Module):
         self.residual = nn.Linear(in_features, width, bias=False) if config.residual else None
         self.act = nn.PReLU()
         self.dropout = nn.Dropout(config.dropout)
-        self.output = MLP(width, config.hidden, num_classes, config.num_layers, config.dropout,
-                          batch_norm=config.batch_norm)
+        self.output: nn.Module = (
+            FeedForwardNetII(width, config.hidden, num_classes, config.num_layers, config.dropout) if official
+            else MLP(width, config.hidden, num_classes, config.num_layers, config.dropout,
+                     batch_norm=config.batch_norm))
         self.label_mlp = MLP(num_classes, config.hidden, num_classes, config.label_layers, config.dropout,
                              input_dropout=config.label_dropout) if config.label_hops > 0 else None
 
@@ -205,4 +231,5 @@ class GAMLP(nn.Module):
     def __repr__(self) -> str:
         cfg = self.config
         return (f"GAMLP(in_features={self.in_features}, num_classes={self.num_classes}, k={cfg.k}, "
-                f"attention={cfg.attention}, hidden={cfg.hidden}, label_hops={cfg.label_hops})")
+                f"attention={cfg.attention}, hidden={cfg.hidden}, label_hops={cfg.label_hops}, "
+                f"output_net={cfg.output_net})")

@@ -80,3 +80,62 @@ def test_config_errors():
         GAMLPConfig(label_hops=-1)
     with pytest.raises(ConfigError, match="do not apply"):
         GAMLPConfig(message="concat")
+
+
+@pytest.mark.parametrize("attention", ["jk", "recursive"])
+def test_official_output_net(small_graph, attention):
+    from sgl.models import FeedForwardNetII
+    from sgl.ops import JKAttention
+
+    torch.manual_seed(0)
+    cfg = GAMLPConfig(k=3, hidden=8, attention=attention, num_layers=3, jk_layers=2, dropout=0.3,
+                      output_net="official")
+    model = GAMLP(5, 3, cfg)
+    assert isinstance(model.output, FeedForwardNetII) and len(model.output.layers) == 3
+    assert model.output.layers[-1].norm.num_features == 3  # BatchNorm on the logits
+    if attention == "jk":
+        att = model.attention
+        assert isinstance(att, JKAttention) and isinstance(att.reference_net, FeedForwardNetII)
+        assert (att.reference_net.in_features, att.reference_net.out_features) == (5 * 4, 8)
+        assert att.attention.in_features == 5 + 8 and att.dropout == 0.3  # Linear(d + hidden, 1), model dropout
+    feats = model.precompute(small_graph)
+    out = model(feats[torch.arange(6)])
+    out.sum().backward()
+    assert out.shape == (6, 3)
+    model.eval()
+    assert model(feats[torch.arange(6)]).shape == (6, 3)
+
+
+def test_default_output_net_is_unchanged(small_graph):
+    from sgl.models import MLP
+
+    model = GAMLP(5, 3, GAMLPConfig(k=3, hidden=8, attention="jk"))
+    assert type(model.output) is MLP and model.attention.reference_net is None
+    assert model.attention.dropout == 0.0 and model.attention.attention.in_features == 10
+
+
+def test_output_net_errors():
+    from sgl.ops import JKAttention, get_message_op
+
+    with pytest.raises(ConfigError, match=r"\['mlp', 'official'\].*'ffn'"):
+        GAMLPConfig(output_net="ffn")
+    with pytest.raises(ConfigError, match="reference_dim"):
+        JKAttention(4, 3, reference_net=torch.nn.Linear(12, 6))
+    custom = JKAttention(4, 3, reference_net=torch.nn.Linear(12, 6), reference_dim=6)
+    with pytest.raises(ConfigError, match="together"):  # a module cannot be rebuilt from config()
+        get_message_op(**custom.config())
+
+
+def test_output_net_through_sgl_train(tmp_path, capsys):
+    import json
+
+    from sgl.cli.main import main
+
+    out = tmp_path / "run.json"
+    assert main(["train", "--model", "gamlp", "--dataset", "karate", "--model-option", "output_net=official",
+                 "--model-option", "k=2", "--model-option", "hidden=8", "--epochs", "3", "--seeds", "1",
+                 "--no-progress", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["config"]["model_config"]["output_net"] == "official"
+    assert main(["train", "--model", "gamlp", "--dataset", "karate", "--model-option", "output_net=ffn",
+                 "--epochs", "1"]) == 2
+    assert "output_net must be one of" in capsys.readouterr().err

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from sgl._checks import check_probability
+from sgl.errors import ConfigError
 from sgl.ops.message._common import (
     _SCORE_ACTIVATIONS, _check_choice, _check_int, _init_linear, _score_activation, _weighted_sum,
 )
@@ -44,24 +45,52 @@ class JKAttention(_PerNodeWeighted, _LearnableOperator):
         att_dropout (float): dropout on the attention weights while training.
         dropout (float): dropout inside the reference MLP.
         start, end: hop slice.
+        reference_net (nn.Module, optional): replaces the reference MLP, as in the official
+            ``JK_GAMLP``: :math:`r_i = \mathrm{Dropout}(\mathrm{ReLU}(\mathrm{net}([X_{i k_1} \| \dots])))`
+            with ``dropout``, and the score layer becomes ``Linear(d + reference_dim, 1)`` with
+            torch's default initialisation (``JK_GAMLP`` never re-initialises it). The net maps
+            ``num_used * d`` features to ``reference_dim``; ``hidden``/``num_layers`` are then
+            unused. GAMLP passes a :class:`~sgl.models.ffn_ii.FeedForwardNetII` here
+            (``GAMLPConfig(output_net="official")``). :meth:`config` cannot rebuild a module, so
+            ``get_message_op(**op.config())`` refuses such an operator instead of building another.
+        reference_dim (int, optional): output width of ``reference_net`` (required with it).
+
+    Example:
+        >>> op = JKAttention(4, num_hops=3, hidden=8)
+        >>> op([torch.randn(5, 4) for _ in range(3)]).shape
+        torch.Size([5, 4])
+        >>> custom = JKAttention(4, num_hops=3, reference_net=nn.Linear(12, 6), reference_dim=6)
+        >>> custom.attention
+        Linear(in_features=10, out_features=1, bias=True)
     """
 
     name = "jk_attention"
 
     def __init__(self, in_features: int, num_hops: int, hidden: int = 128, num_layers: int = 2,
                  act: str = "leaky_relu", att_dropout: float = 0.0, dropout: float = 0.0,
-                 start: int = 0, end: Optional[int] = None) -> None:
+                 start: int = 0, end: Optional[int] = None, reference_net: Optional[nn.Module] = None,
+                 reference_dim: Optional[int] = None) -> None:
         super().__init__(num_hops, in_features, start, end)
         self.hidden = _check_int(hidden, "hidden", 1)
         self.num_layers = _check_int(num_layers, "num_layers", 1)
         self.act = _check_choice(act, "act", _SCORE_ACTIVATIONS)
         self.att_dropout = check_probability(att_dropout, "att_dropout")
         self.dropout = check_probability(dropout, "dropout")
+        if (reference_net is None) != (reference_dim is None):
+            raise ConfigError("reference_net and reference_dim go together: pass both (a custom reference "
+                              "network and its output width) or neither")
+        if reference_net is not None and not isinstance(reference_net, nn.Module):
+            raise ConfigError(f"reference_net must be a torch.nn.Module, got {type(reference_net).__name__}")
         d = self.in_features
-        widths = [d * self.num_used] + [self.hidden] * (self.num_layers - 1) + [d]
-        self.ref_layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
-        self.ref_acts = nn.ModuleList(nn.PReLU() for _ in self.ref_layers)
-        self.attention = nn.Linear(2 * d, 1)  # acts on [X_k || r]
+        self.reference_net = reference_net
+        self.reference_dim = d if reference_dim is None else _check_int(reference_dim, "reference_dim", 1)
+        if reference_net is None:
+            widths = [d * self.num_used] + [self.hidden] * (self.num_layers - 1) + [d]
+            self.ref_layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
+            self.ref_acts = nn.ModuleList(nn.PReLU() for _ in self.ref_layers)
+        else:
+            self.ref_layers, self.ref_acts = nn.ModuleList(), nn.ModuleList()
+        self.attention = nn.Linear(d + self.reference_dim, 1)  # acts on [X_k || r]
         self.score_act = _score_activation(self.act)
         self.last_attention = None
         self.reset_parameters()
@@ -71,11 +100,18 @@ class JKAttention(_PerNodeWeighted, _LearnableOperator):
             _init_linear(layer)
         for prelu in self.ref_acts:
             prelu.reset_parameters()
-        _init_linear(self.attention)
+        if self.reference_net is None:
+            _init_linear(self.attention)
+        else:
+            if hasattr(self.reference_net, "reset_parameters"):
+                self.reference_net.reset_parameters()
+            self.attention.reset_parameters()  # torch's default, as JK_GAMLP leaves it
 
     def reference(self, hops: List[Tensor]) -> Tensor:
-        """The ``[B, d]`` reference vectors :math:`r_i` from the concatenated hops."""
+        """The ``[B, reference_dim]`` reference vectors :math:`r_i` from the concatenated hops."""
         h = torch.cat(hops, dim=1)
+        if self.reference_net is not None:
+            return F.dropout(F.relu(self.reference_net(h)), self.dropout, self.training)
         for layer, prelu in zip(self.ref_layers, self.ref_acts):
             h = F.dropout(prelu(layer(h)), self.dropout, self.training)
         return h
@@ -91,9 +127,12 @@ class JKAttention(_PerNodeWeighted, _LearnableOperator):
         return torch.softmax(self.score_act(scores), dim=1)
 
     def hparams(self) -> Dict[str, Any]:
-        return {"in_features": self.in_features, "num_hops": self.num_hops, "hidden": self.hidden,
-                "num_layers": self.num_layers, "act": self.act, "att_dropout": self.att_dropout,
-                "dropout": self.dropout}
+        params = {"in_features": self.in_features, "num_hops": self.num_hops, "hidden": self.hidden,
+                  "num_layers": self.num_layers, "act": self.act, "att_dropout": self.att_dropout,
+                  "dropout": self.dropout}
+        if self.reference_net is not None:  # the module itself is not serialisable (see the class docstring)
+            params["reference_dim"] = self.reference_dim
+        return params
 
 
 class RecursiveAttention(_PerNodeWeighted, _LearnableOperator):
