@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sgl.federated.selection.hamming_kernels import distinct_rows
+from sgl.federated.selection.hamming_kernels import class_outputs, distinct_rows
 
 __all__ = ["farthest_first", "kcenter_classes"]
 
@@ -43,6 +43,8 @@ def _pop(x):
     return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
 
 
+# The three updates below repeat their fold step (keep the nearer centre, track the farthest) on purpose:
+# a shared helper taking the arrays adds reference counting inside the loop, and the loop stops vectorising.
 @njit(cache=True)
 def _update1(w0, c0, t, dist, near):
     """Fold centre ``t`` (one word ``c0``) into the signatures ``w0`` (one word each; the caller passes
@@ -223,11 +225,7 @@ def kcenter_classes(words, order, starts, ks, init, block=1024):
     initial medoid ``init[sum(ks[:c])]`` (a position into its rows). Returns ``(centre row ids
     [sum(ks)], cluster of every row [n] in 0..sum(ks)-1)``: the clusters of class ``c`` are numbered
     from ``sum(ks[:c])`` in the order the centres were chosen."""
-    total = 0
-    for c in range(ks.shape[0]):
-        total += ks[c]
-    centre_rows = np.empty(total, dtype=np.int64)
-    cluster = np.full(words.shape[0], -1, dtype=np.int64)
+    centre_rows, cluster = class_outputs(ks, words.shape[0])
     off = 0
     for c in range(ks.shape[0]):
         rows = order[starts[c]:starts[c + 1]]
