@@ -42,7 +42,7 @@ from numba import njit
 
 __all__ = ["flip_masks", "row_keys", "nearest_scan", "nearest_probe", "bitcount_medoids", "kmedoid_rounds",
            "distinct_rows", "draw_initial", "auto_index_bits", "balanced_bits",
-           "class_outputs", "coreset_classes"]
+           "coreset_classes"]
 
 
 def flip_masks(key_bits: int, radius: int) -> np.ndarray:
@@ -439,12 +439,6 @@ def balanced_bits(bits, index_bits, perm):
 
 
 @njit(cache=True)
-def class_outputs(ks, n):
-    """The per-class kernels' outputs, unfilled: ``(row ids [sum(ks)], cluster of every row [n], -1)``."""
-    return np.empty(ks.sum(), dtype=np.int64), np.full(n, -1, dtype=np.int64)
-
-
-@njit(cache=True)
 def coreset_classes(words, nbits, order, starts, ks, init, iters, index_bits, flip_table, flip_count, perm):
     """HaCore at the label owner, every class in one call: class ``c`` holds the rows
     ``order[starts[c]:starts[c + 1]]`` (ascending), gets ``ks[c]`` medoids from the initial positions
@@ -452,7 +446,7 @@ def coreset_classes(words, nbits, order, starts, ks, init, iters, index_bits, fl
     signatures with ``index_bits`` key bits (``-1``: :func:`auto_index_bits`; ``0``: the exact scan) and
     the masks ``flip_table[b, :flip_count[b]]``. Returns ``(medoid row ids [sum(ks)], cluster of every
     row [n] in 0..sum(ks)-1)``: the clusters of class ``c`` are numbered from ``sum(ks[:c])``."""
-    med_rows, cluster = class_outputs(ks, words.shape[0])
+    med_rows, cluster = np.empty(ks.sum(), dtype=np.int64), np.full(words.shape[0], -1, dtype=np.int64)
     off = 0
     for c in range(ks.shape[0]):
         rows = order[starts[c]:starts[c + 1]]

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sgl.federated.selection.hamming_kernels import class_outputs, distinct_rows
+from sgl.federated.selection.hamming_kernels import distinct_rows
 
 __all__ = ["farthest_first", "kcenter_classes"]
 
@@ -225,7 +225,7 @@ def kcenter_classes(words, order, starts, ks, init, block=1024):
     initial medoid ``init[sum(ks[:c])]`` (a position into its rows). Returns ``(centre row ids
     [sum(ks)], cluster of every row [n] in 0..sum(ks)-1)``: the clusters of class ``c`` are numbered
     from ``sum(ks[:c])`` in the order the centres were chosen."""
-    centre_rows, cluster = class_outputs(ks, words.shape[0])
+    centre_rows, cluster = np.empty(ks.sum(), dtype=np.int64), np.full(words.shape[0], -1, dtype=np.int64)
     off = 0
     for c in range(ks.shape[0]):
         rows = order[starts[c]:starts[c + 1]]
