@@ -57,3 +57,14 @@ def small_graph():
     x = torch.randn(6, 5)
     y = torch.tensor([0, 0, 1, 1, 2, 2])
     return Graph.from_edge_index(edge_index, num_nodes=6, x=x, y=y)
+
+
+@pytest.fixture(scope="session")
+def homophilous_graph():
+    """A 300-node, 3-class synthetic graph (12 features, homophily 0.9) shared by the acceleration tests;
+    read-only. The tests that use it run torch on one thread, as their timings assume."""
+    import sgl
+
+    torch.set_num_threads(1)
+    return sgl.datasets.load("synthetic", num_nodes=300, num_classes=3, avg_degree=6, num_features=12,
+                             homophily=0.9, feature_signal=0.5, seed=0)

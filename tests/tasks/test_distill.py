@@ -4,18 +4,15 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-import sgl
 from sgl.errors import ConfigError
 from sgl.models import build_model, model_config
 from sgl.tasks import RunConfig, TrainConfig, run
 from sgl.tasks.distill import DistillConfig, distillation_loss, fit_student, inductive_split
 
 
-@pytest.fixture(scope="module")
-def graph():
-    torch.set_num_threads(1)
-    return sgl.datasets.load("synthetic", num_nodes=300, num_classes=3, avg_degree=6, num_features=12,
-                             homophily=0.9, feature_signal=0.5, seed=0)
+@pytest.fixture
+def graph(homophilous_graph):
+    return homophilous_graph
 
 
 class _Recorder(TorchFunctionMode):

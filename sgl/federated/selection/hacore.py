@@ -75,10 +75,11 @@ class Coreset:
     seconds: float
 
 
-def _allocate(weights: np.ndarray, bits: int) -> List[int]:
-    if bits < len(weights):
-        raise ConfigError(f"bits={bits} cannot give each of the {len(weights)} clients a bit; raise bits")
-    w = np.asarray(weights, dtype=np.float64) + 1e-12
+def bits_per_client(norms: Sequence[float], bits: int) -> List[int]:
+    """Bits per client from the clients' mean centred row norms (largest remainders, at least 1 each)."""
+    if bits < len(norms):
+        raise ConfigError(f"bits={bits} cannot give each of the {len(norms)} clients a bit; raise bits")
+    w = np.asarray(norms, dtype=np.float64) + 1e-12
     share = (bits - len(w)) * w / w.sum()
     out = np.floor(share).astype(int) + 1
     for i in np.argsort(-(share - np.floor(share)))[: bits - out.sum()]:
@@ -86,14 +87,9 @@ def _allocate(weights: np.ndarray, bits: int) -> List[int]:
     return out.tolist()
 
 
-def bits_per_client(norms: Sequence[float], bits: int) -> List[int]:
-    """Bits per client from the clients' mean centred row norms (largest remainders, at least 1 each)."""
-    return _allocate(np.asarray(norms, dtype=np.float64), bits)
-
-
 def allocate_bits(blocks: Sequence[np.ndarray], bits: int) -> List[int]:
     """Bits per client in proportion to its mean centred row norm (largest remainders, at least 1 each)."""
-    return _allocate(np.array([client_stats(np.asarray(b, dtype=np.float64))[1] for b in blocks]), bits)
+    return bits_per_client([client_stats(np.asarray(b, dtype=np.float64))[1] for b in blocks], bits)
 
 
 def _check_offset(offset: float) -> None:
@@ -117,7 +113,7 @@ def _signature_words(blocks: Sequence[np.ndarray], bits: int, seed: int, offset:
     stats = [client_stats(x) for x in blocks]  # each client: its column means and mean centred row norm
     words = np.zeros((len(blocks[0]), -(-bits // 64)), dtype=np.uint64)
     first = 0
-    for p, (x, (m, norm), b) in enumerate(zip(blocks, stats, _allocate(np.array([s[1] for s in stats]), bits))):
+    for p, (x, (m, norm), b) in enumerate(zip(blocks, stats, bits_per_client([s[1] for s in stats], bits))):
         rt, shift = client_planes(x.shape[1], m, norm, b, seed, p, offset)
         simhash_into(x, rt, shift, first, words)
         first += b

@@ -34,7 +34,6 @@ from typing import Any, Dict, Optional, Sequence
 import numpy as np
 import torch
 
-from sgl.errors import ConfigError
 from sgl.federated.channel import Channel, CommChannel
 from sgl.federated.selection.hacore import (
     Coreset, _check_labels, _check_offset, bits_per_client, check_method, client_planes, cluster_signatures,
@@ -49,10 +48,6 @@ from sgl.federated.selection.remote import run_parties, single_thread_party
 from sgl.federated.selection.signature_kernels import client_stats, simhash_into
 
 __all__ = ["hacore_with_parties", "psmi_with_parties"]
-
-
-def _traffic(channel: Channel) -> Dict[str, Any]:
-    return channel.meter.summary()
 
 
 def _own_bits(x: np.ndarray, b: int, seed: int, rank: int, offset: float, stats) -> np.ndarray:
@@ -83,7 +78,7 @@ def _hacore_body(rank: int, world: int, channel: Channel, xs, labels, size: int,
         channel.send(torch.tensor([stats[1]], dtype=torch.float64), 0, "share")
         b, first = channel.recv(0, "ctrl").tolist()
         channel.send(torch.from_numpy(_own_bits(x, b, seed, rank, offset, stats).view(np.int64)), 0, "share")
-        return {"traffic": _traffic(channel)}
+        return {"traffic": channel.meter.summary()}
     start = time.perf_counter()
     norms = [stats[1]] + [float(channel.recv(p, "share")[0]) for p in range(1, world)]
     share = bits_per_client(norms, bits)
@@ -98,7 +93,7 @@ def _hacore_body(rank: int, world: int, channel: Channel, xs, labels, size: int,
     order, starts, ks, init = initial_medoids(labels, size, seed)
     ids, cluster = cluster_signatures(words, bits, order, starts, ks, init, seed, method, iters)
     core = Coreset(ids, np.bincount(cluster, minlength=len(ids)).astype(np.float64), time.perf_counter() - start)
-    return {"coreset": core, "bits": share, "traffic": _traffic(channel)}
+    return {"coreset": core, "bits": share, "traffic": channel.meter.summary()}
 
 
 def _hacore_process(rank: int, world: int, xs, labels, *args: Any) -> Dict[str, Any]:
@@ -120,8 +115,7 @@ def hacore_with_parties(blocks: Sequence, labels, size: int, bits: int = 128, se
     _check_offset(offset)
     xs = check_parties(blocks)
     y = _check_labels(labels, len(xs[0]), size)
-    if bits < len(xs):
-        raise ConfigError(f"bits={bits} cannot give each of the {len(xs)} parties a bit; raise bits")
+    bits_per_client(np.ones(len(xs)), bits)  # refuses too few bits before any party starts
     logs = run_parties(_hacore_process, _hacore_body, xs, backend, timeout, comm_timeout, y, int(size), int(bits),
                        int(seed), float(offset), method, int(iters))
     out = dict(logs[0])
@@ -134,12 +128,12 @@ def _psmi_body(rank: int, world: int, channel: Channel, xs, labels, k: int, proj
     z = random_projection(xs[rank], proj_dim, party_seed(seed, rank), noise)  # never leaves as X_p
     if rank != 0:
         channel.send(torch.from_numpy(np.ascontiguousarray(z)), 0, "share")
-        return {"traffic": _traffic(channel)}
+        return {"traffic": channel.meter.summary()}
     start = time.perf_counter()
     zs = [z] + [channel.recv(p, "share").cpu().numpy() for p in range(1, world)]
     utility, stats = utility_from_projections(zs, labels, k, seed, lsh_tables, lsh_bits)
     return {"result": shapley_of_utility(utility, stats, world, per_stratum, seed, start),
-            "traffic": _traffic(channel)}
+            "traffic": channel.meter.summary()}
 
 
 def _psmi_process(rank: int, world: int, xs, labels, *args: Any) -> Dict[str, Any]:

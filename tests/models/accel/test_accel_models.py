@@ -2,7 +2,6 @@ import pytest
 import torch
 from torch import nn
 
-import sgl
 from sgl.errors import ConfigError, FeatureError
 from sgl.models import MLP, SGC, build_model, model_config
 from sgl.models.accel import (
@@ -11,11 +10,9 @@ from sgl.models.accel import (
 )
 
 
-@pytest.fixture(scope="module")
-def graph():
-    torch.set_num_threads(1)
-    return sgl.datasets.load("synthetic", num_nodes=300, num_classes=3, avg_degree=6, num_features=12,
-                             homophily=0.9, feature_signal=0.5, seed=0)
+@pytest.fixture
+def graph(homophilous_graph):
+    return homophilous_graph
 
 
 def test_student_inference_reads_features_only(graph):
