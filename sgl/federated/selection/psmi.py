@@ -135,7 +135,6 @@ def mi_utility(blocks: Sequence, labels, k: int = 5, proj_dim: Optional[int] = 8
     parties sent (``"bytes"``) and, once ``U`` ran with LSH, the pairs formed (``"pairs"``, ``"pairs_total"``)."""
     xs = check_parties(blocks)
     y = check_labels(labels, xs[0].shape[0], k)
-    _check_lsh(lsh_tables, lsh_bits)
     # proj_dim=None: the plaintext features themselves (the reference the projection approximates)
     zs = xs if proj_dim is None else [random_projection(x, proj_dim, party_seed(seed, p), noise)
                                       for p, x in enumerate(xs)]
